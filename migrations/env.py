@@ -1,0 +1,109 @@
+"""Alembic environment for shardq.
+
+The database is named by ``-x dsn=...`` or the ``SHARDQ_DSN`` environment variable
+(a libpq URL such as ``postgresql://user@host/db``; ``cockroachdb://`` selects the
+CockroachDB dialect, which is also detected from the server itself).  The bucket
+count of a new schema comes from ``-x buckets=N`` or ``SHARDQ_BUCKET_COUNT``.
+
+Every revision holds one DDL statement and runs in its own transaction, as
+CockroachDB asks of schema changes; each statement is written to be re-runnable.
+"""
+
+from __future__ import annotations
+
+import os
+
+from alembic import context
+from sqlalchemy import create_engine, pool
+
+VERSION_TABLE = "shardq_alembic_version"
+DEFAULT_BUCKET_COUNT = 16
+
+
+def _x(name: str) -> str | None:
+    value: str | None = context.get_x_argument(as_dictionary=True).get(name)
+    return value
+
+
+def _sqlalchemy_url(dsn: str) -> str:
+    """Turn a libpq URL into a SQLAlchemy URL for the psycopg 3 driver."""
+    scheme, sep, rest = dsn.partition("://")
+    if not sep:
+        raise SystemExit(f"shardq: the DSN must be a URL (postgresql://...), got {scheme!r}")
+    if scheme.startswith("cockroachdb"):
+        return f"cockroachdb+psycopg://{rest}"
+    if scheme in ("postgres", "postgresql", "postgresql+psycopg"):
+        return f"postgresql+psycopg://{rest}"
+    raise SystemExit(f"shardq: unsupported DSN scheme {scheme!r}")
+
+
+def _dsn() -> str:
+    dsn = _x("dsn") or context.config.attributes.get("dsn") or os.environ.get("SHARDQ_DSN")
+    if not dsn:
+        raise SystemExit(
+            "shardq: name the database with SHARDQ_DSN=postgresql://... or alembic -x dsn=..."
+        )
+    return str(dsn)
+
+
+def _bucket_count() -> int:
+    raw = (
+        _x("buckets")
+        or context.config.attributes.get("bucket_count")
+        or os.environ.get("SHARDQ_BUCKET_COUNT")
+        or DEFAULT_BUCKET_COUNT
+    )
+    count = int(raw)
+    if not 1 <= count <= 1024:
+        raise SystemExit(f"shardq: the bucket count must be between 1 and 1024, got {count}")
+    return count
+
+
+context.config.attributes["bucket_count"] = _bucket_count()
+
+
+def run_migrations_offline() -> None:
+    """Render the DDL as SQL text (``alembic upgrade head --sql``)."""
+    context.configure(
+        url=_sqlalchemy_url(_dsn()),
+        literal_binds=True,
+        version_table=VERSION_TABLE,
+        transaction_per_migration=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def _engine_url(url: str) -> str:
+    """Switch to the CockroachDB dialect when the server turns out to be CockroachDB."""
+    if url.startswith("cockroachdb"):
+        return url
+    probe = create_engine(url, poolclass=pool.NullPool)
+    try:
+        with probe.connect() as conn:
+            version = str(conn.exec_driver_sql("SELECT version()").scalar())
+    finally:
+        probe.dispose()
+    if "CockroachDB" in version:
+        return "cockroachdb+psycopg://" + url.partition("://")[2]
+    return url
+
+
+def run_migrations_online() -> None:
+    """Apply the migrations to the database."""
+    engine = create_engine(_engine_url(_sqlalchemy_url(_dsn())), poolclass=pool.NullPool)
+    with engine.connect() as connection:
+        context.configure(
+            connection=connection,
+            version_table=VERSION_TABLE,
+            transaction_per_migration=True,
+        )
+        with context.begin_transaction():
+            context.run_migrations()
+    engine.dispose()
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    run_migrations_online()

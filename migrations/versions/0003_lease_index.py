@@ -1,0 +1,39 @@
+"""Index the leases of claimed tasks, for the janitor.
+
+Revision ID: 0003
+Revises: 0002
+
+While a task is claimed its exec_time is its lease expiry, so this partial index
+holds exactly the in-flight tasks of each bucket ordered by expiry: the janitor
+reads the expired ones as one bounded range per bucket.
+"""
+
+from alembic import context, op
+
+revision = "0003"
+down_revision = "0002"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    if op.get_context().dialect.name == "cockroachdb":
+        # The hidden shard column of the primary key: key columns sorted by name.
+        buckets = int(context.config.attributes["bucket_count"])
+        shard = f"crdb_internal_exec_time_id_queue_status_shard_{buckets}"
+        op.execute(
+            f"CREATE INDEX IF NOT EXISTS tasks_leases ON shardq.tasks ({shard}, exec_time) "
+            "WHERE status = 'locked'"
+        )
+    else:
+        op.execute(
+            "CREATE INDEX IF NOT EXISTS tasks_leases ON shardq.tasks (bucket, exec_time) "
+            "WHERE status = 'locked'"
+        )
+
+
+def downgrade() -> None:
+    if op.get_context().dialect.name == "cockroachdb":
+        op.execute("DROP INDEX IF EXISTS shardq.tasks@tasks_leases")
+    else:
+        op.execute("DROP INDEX IF EXISTS shardq.tasks_leases")

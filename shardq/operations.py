@@ -1,0 +1,106 @@
+"""Statement helpers shared by the Client's methods: batch writes and lease-checked updates."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+from uuid import UUID
+
+from psycopg.types.json import Jsonb
+
+from shardq.db import Conn
+from shardq.errors import InvalidTask, LeaseLost
+from shardq.task import Task
+
+if TYPE_CHECKING:
+    from shardq.client import Client
+
+EMPTY_STATS: dict[str, Any] = {
+    "available": 0, "scheduled": 0, "locked": 0, "dead": 0, "oldest_eligible_age_s": None,
+}
+
+COPY_TYPES = ["uuid", "text", "jsonb", "timestamptz", "int4", "int4", "int4", "timestamptz"]
+
+T = TypeVar("T")
+
+
+def _as_is(text: str) -> str:
+    return text
+
+
+def jsonb(text: str) -> Jsonb:
+    """A jsonb parameter from JSON text that validation already produced (no second dump)."""
+    return Jsonb(text, dumps=_as_is)
+
+
+def _placement(conn: Conn, query: Callable[..., Any], params: dict[str, Any]) -> dict[str, Any]:
+    row = conn.execute(query("placement"), params).fetchone()
+    assert row is not None
+    exec_time, pending, now = row
+    return {**params, "exec_time": exec_time, "pending_head_start_s": pending, "now": now}
+
+
+def copy_tasks(conn: Conn, query: Callable[..., Any], params: dict[str, Any],
+               ids: Sequence[UUID], texts: Sequence[str]) -> None:
+    """Write a batch with one binary COPY (PostgreSQL); the placement is computed once."""
+    p = _placement(conn, query, params)
+    fixed = (p["exec_time"], p["priority"], p["pending_head_start_s"], p["max_attempts"], p["now"])
+    with conn.cursor().copy(query("copy_tasks")) as copy:
+        copy.set_types(COPY_TYPES)
+        for task_id, text in zip(ids, texts, strict=True):
+            copy.write_row((task_id, p["queue"], jsonb(text), *fixed))
+
+
+def insert_tasks(conn: Conn, query: Callable[..., Any], params: dict[str, Any],
+                 ids: Sequence[UUID], texts: Sequence[str]) -> None:
+    """Write a batch with one multi-row INSERT (CockroachDB)."""
+    p = _placement(conn, query, params)
+    conn.execute(query("enqueue_many"), {**p, "ids": list(ids), "payloads": list(texts)})
+
+
+def parallel(name: str, values: Sequence[T] | None, n: int) -> list[T | None]:
+    """A per-task list of ``n`` values (None when not given)."""
+    if values is None:
+        return [None] * n
+    if isinstance(values, str) or len(values) != n:
+        raise InvalidTask(f"{name} must have one entry per task ({n})")
+    return list(values)
+
+
+def locate(tasks: Sequence[Task]) -> dict[str, list[Any]]:
+    """The arrays that address the tasks' rows and fence them by lease token."""
+    return {
+        "buckets": [t.bucket for t in tasks],
+        "queues": [t.queue for t in tasks],
+        "exec_times": [t.exec_time for t in tasks],
+        "ids": [t.id for t in tasks],
+        "tokens": [t.lease_token for t in tasks],
+    }
+
+
+def settle(client: Client, name: str, tasks: Sequence[Task], extra: dict[str, Any]) -> None:
+    """Run a lease-checked batch statement; raise LeaseLost for the tasks it did not touch.
+
+    Statements that return a new exec_time (extend) update those tasks in place,
+    since exec_time is part of the row's address while the lease lasts.
+    """
+    tasks = list(tasks)
+    if not tasks:
+        return
+    if len({t.id for t in tasks}) != len(tasks):
+        raise InvalidTask("the same task appears twice in one batch")
+    params = client._params(**locate(tasks), **extra)
+    query = client._query(name)
+
+    def work(conn: Conn) -> list[tuple[Any, ...]]:
+        return conn.execute(query, params).fetchall()
+
+    rows = client.db.run(work)
+    done = {row[0]: row for row in rows}
+    if name == "extend_many":
+        for t in tasks:
+            if t.id in done:
+                t.exec_time = done[t.id][1]
+    lost = [t.id for t in tasks if t.id not in done]
+    if lost:
+        raise LeaseLost(lost)

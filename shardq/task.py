@@ -1,0 +1,66 @@
+"""The claimed task a worker holds, and the record of any task."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+
+@dataclass(eq=False)
+class Task:
+    """A claimed task.
+
+    ``bucket``, ``queue``, ``exec_time`` and ``id`` locate its row; while the
+    task is claimed ``exec_time`` is the lease expiry, so :meth:`Client.extend`
+    updates it in place.  ``lease_token`` fences every later operation: once the
+    lease is lost, they raise :class:`shardq.LeaseLost`.
+    """
+
+    id: UUID
+    queue: str
+    bucket: int
+    exec_time: datetime
+    lease_token: UUID
+    payload: Any
+    attempts: int
+    max_attempts: int
+    priority: int
+    enqueued_at: datetime
+
+    @property
+    def lease_expires_at(self) -> datetime:
+        """When the lease ends unless extended (the row's exec_time while claimed)."""
+        return self.exec_time
+
+    @property
+    def is_last_attempt(self) -> bool:
+        """True when a failure of this attempt makes the task dead."""
+        return self.attempts >= self.max_attempts
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """Everything stored about one task: its state and its history (:meth:`Client.get`)."""
+
+    id: UUID
+    queue: str
+    bucket: int
+    status: str
+    exec_time: datetime
+    payload: Any
+    priority: int
+    pending_head_start_s: int
+    attempts: int
+    max_attempts: int
+    lease_token: UUID | None
+    last_error: str | None
+    enqueued_at: datetime
+    first_claimed_at: datetime | None
+    last_claimed_at: datetime | None
+    times_claimed: int
+    times_requeued: int
+    last_requeued_at: datetime | None
+    state: str
+    """available, scheduled (available but not yet due), locked or dead."""

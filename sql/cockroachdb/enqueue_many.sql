@@ -1,0 +1,6 @@
+-- Insert a batch of tasks in one statement (CockroachDB takes no binary COPY).
+INSERT INTO shardq.tasks
+    (id, queue, payload, exec_time, priority, pending_head_start_s, max_attempts, enqueued_at)
+SELECT r.id, %(queue)s, r.payload, %(exec_time)s, %(priority)s, %(pending_head_start_s)s,
+       %(max_attempts)s, %(now)s
+FROM unnest(%(ids)s::uuid[], %(payloads)s::jsonb[]) AS r(id, payload)

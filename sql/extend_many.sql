@@ -1,0 +1,16 @@
+-- Keep leases alive: each lease now ends by_s seconds from now (never earlier
+-- than it did).  The lease expiry is the row's exec_time, so the caller gets the
+-- new value back to keep addressing the row.
+UPDATE shardq.tasks AS t SET
+    exec_time = greatest(t.exec_time, c.now + a.by_s * interval '1 second')
+FROM unnest(%(buckets)s::int2[], %(queues)s::text[], %(exec_times)s::timestamptz[],
+            %(ids)s::uuid[], %(tokens)s::uuid[], %(by_s)s::float8[])
+         AS a(bucket, queue, exec_time, id, lease_token, by_s),
+     (SELECT coalesce(%(now)s::timestamptz, now()) AS now) AS c
+WHERE t.{bucket} = a.bucket
+  AND t.queue = a.queue
+  AND t.status = 'locked'
+  AND t.exec_time = a.exec_time
+  AND t.id = a.id
+  AND t.lease_token = a.lease_token
+RETURNING t.id, t.exec_time

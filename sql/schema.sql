@@ -1,0 +1,37 @@
+-- The shardq schema on PostgreSQL as the migrations leave it at head (16 buckets).
+-- A snapshot for review and for the drift test; the migrations are what create it.
+CREATE SCHEMA shardq;
+
+CREATE TABLE shardq.tasks (
+    bucket smallint GENERATED ALWAYS AS (mod(((get_byte(uuid_send(id), 14) * 256) + get_byte(uuid_send(id), 15)), 16)) STORED NOT NULL,
+    queue text NOT NULL,
+    status text DEFAULT 'available'::text NOT NULL,
+    exec_time timestamp with time zone DEFAULT now() NOT NULL,
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    payload jsonb NOT NULL,
+    priority integer DEFAULT 0 NOT NULL,
+    pending_head_start_s integer DEFAULT 0 NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    max_attempts integer DEFAULT 10 NOT NULL,
+    lease_token uuid,
+    last_error text,
+    enqueued_at timestamp with time zone DEFAULT now() NOT NULL,
+    first_claimed_at timestamp with time zone,
+    last_claimed_at timestamp with time zone,
+    times_claimed integer DEFAULT 0 NOT NULL,
+    times_requeued integer DEFAULT 0 NOT NULL,
+    last_requeued_at timestamp with time zone,
+    CONSTRAINT tasks_attempts_check CHECK (((attempts >= 0) AND (max_attempts >= 1))),
+    CONSTRAINT tasks_head_start_check CHECK ((pending_head_start_s >= 0)),
+    CONSTRAINT tasks_queue_check CHECK ((queue ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$'::text)),
+    CONSTRAINT tasks_status_check CHECK ((status = ANY (ARRAY['available'::text, 'locked'::text, 'dead'::text])))
+)
+WITH (fillfactor='90', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='20000', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_delay='0');
+
+ALTER TABLE ONLY shardq.tasks
+    ADD CONSTRAINT tasks_pkey PRIMARY KEY (bucket, queue, status, exec_time, id);
+
+CREATE INDEX tasks_head_starts ON shardq.tasks USING btree (bucket, exec_time) WHERE (pending_head_start_s > 0);
+
+CREATE INDEX tasks_leases ON shardq.tasks USING btree (bucket, exec_time) WHERE (status = 'locked'::text);
+

@@ -1,0 +1,7 @@
+-- The columns of shardq.tasks that tell which engine layout is in place:
+-- PostgreSQL's generated `bucket`, or CockroachDB's hidden shard column.
+SELECT column_name, coalesce(generation_expression, '') AS generation_expression
+FROM information_schema.columns
+WHERE table_schema = 'shardq'
+  AND table_name = 'tasks'
+  AND (column_name = 'bucket' OR column_name LIKE 'crdb_internal_%%_shard_%%')

