@@ -102,7 +102,11 @@ class Database:
             name="shardq",
         )
         self.pool.open(wait=True, timeout=30)
-        self.layout = self.run(read_layout)
+        try:
+            self.layout = self.run(read_layout)
+        except BaseException:
+            self.pool.close()
+            raise
 
     def run(self, work: Callable[[Conn], T], conn: Conn | None = None) -> T:
         """Run ``work`` on a pooled connection, retried as a whole when that is safe.

@@ -49,6 +49,8 @@ def copy_tasks(conn: Conn, query: Callable[..., Any], params: dict[str, Any],
         copy.set_types(COPY_TYPES)
         for task_id, text in zip(ids, texts, strict=True):
             copy.write_row((task_id, p["queue"], jsonb(text), *fixed))
+    if p["notify"]:
+        conn.execute(query("notify"), p)
 
 
 def insert_tasks(conn: Conn, query: Callable[..., Any], params: dict[str, Any],
@@ -81,8 +83,9 @@ def locate(tasks: Sequence[Task]) -> dict[str, list[Any]]:
 def settle(client: Client, name: str, tasks: Sequence[Task], extra: dict[str, Any]) -> None:
     """Run a lease-checked batch statement; raise LeaseLost for the tasks it did not touch.
 
-    Statements that return a new exec_time (extend) update those tasks in place,
-    since exec_time is part of the row's address while the lease lasts.
+    Statements that return a new address (extend) update those tasks in place:
+    exec_time is part of the row's key while the lease lasts, and on CockroachDB the
+    bucket is a hash of the whole key.
     """
     tasks = list(tasks)
     if not tasks:
@@ -100,7 +103,7 @@ def settle(client: Client, name: str, tasks: Sequence[Task], extra: dict[str, An
     if name == "extend_many":
         for t in tasks:
             if t.id in done:
-                t.exec_time = done[t.id][1]
+                t.exec_time, t.bucket = done[t.id][1], done[t.id][2]
     lost = [t.id for t in tasks if t.id not in done]
     if lost:
         raise LeaseLost(lost)

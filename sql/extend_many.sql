@@ -1,6 +1,7 @@
 -- Keep leases alive: each lease now ends by_s seconds from now (never earlier
 -- than it did).  The lease expiry is the row's exec_time, so the caller gets the
--- new value back to keep addressing the row.
+-- new value back to keep addressing the row (and, on CockroachDB, whose shard
+-- hashes the whole key, the row's new bucket).
 UPDATE shardq.tasks AS t SET
     exec_time = greatest(t.exec_time, c.now + a.by_s * interval '1 second')
 FROM unnest(%(buckets)s::int2[], %(queues)s::text[], %(exec_times)s::timestamptz[],
@@ -13,4 +14,4 @@ WHERE t.{bucket} = a.bucket
   AND t.exec_time = a.exec_time
   AND t.id = a.id
   AND t.lease_token = a.lease_token
-RETURNING t.id, t.exec_time
+RETURNING t.id, t.exec_time, t.{bucket}

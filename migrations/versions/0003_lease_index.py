@@ -8,6 +8,7 @@ holds exactly the in-flight tasks of each bucket ordered by expiry: the janitor
 reads the expired ones as one bounded range per bucket.
 """
 
+import sqlalchemy as sa
 from alembic import context, op
 
 revision = "0003"
@@ -16,11 +17,24 @@ branch_labels = None
 depends_on = None
 
 
+def _shard_column() -> str:
+    """The hidden shard column of the primary key (key columns sorted by name), read from
+    the table when there is one: its bucket count may differ from this run's setting."""
+    buckets = int(context.config.attributes["bucket_count"])
+    configured = f"crdb_internal_exec_time_id_queue_status_shard_{buckets}"
+    if context.is_offline_mode():
+        return configured
+    found = op.get_bind().execute(sa.text(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = 'shardq' "
+        "AND table_name = 'tasks' AND column_name LIKE :p"),
+        {"p": "crdb_internal_%_shard_%"}).scalars().all()
+    return str(found[0]) if len(found) == 1 else configured
+
+
 def upgrade() -> None:
     if op.get_context().dialect.name == "cockroachdb":
         # The hidden shard column of the primary key: key columns sorted by name.
-        buckets = int(context.config.attributes["bucket_count"])
-        shard = f"crdb_internal_exec_time_id_queue_status_shard_{buckets}"
+        shard = _shard_column()
         op.execute(
             f"CREATE INDEX IF NOT EXISTS tasks_leases ON shardq.tasks ({shard}, exec_time) "
             "WHERE status = 'locked'"

@@ -1,0 +1,410 @@
+"""Against a real CockroachDB cluster: migrations, the API, concurrent claims, the claim plan.
+
+Runs only when ``SHARDQ_TEST_CRDB_DSN`` names a cluster, for instance
+``cockroachdb://root@127.0.0.1:26257/shardq?sslmode=disable`` after
+``docker compose up -d crdb1 crdb2 crdb3 crdb-init`` (see docker-compose.yml).  The
+tests create their own databases on that cluster and drop them at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from alembic import command
+from psycopg import sql
+
+import shardq
+from shardq import migrate, sqlfiles
+from shardq.db import Layout, normalize_dsn, read_layout
+
+CRDB_DSN = os.environ.get("SHARDQ_TEST_CRDB_DSN", "")
+if not CRDB_DSN:
+    pytest.skip(
+        "no CockroachDB: set SHARDQ_TEST_CRDB_DSN=cockroachdb://root@host:26257/db?sslmode=disable "
+        "(docker compose up crdb1 crdb2 crdb3 crdb-init)",
+        allow_module_level=True,
+    )
+pytest.importorskip(
+    "sqlalchemy_cockroachdb",
+    reason="sqlalchemy-cockroachdb is needed to migrate CockroachDB (pip install "
+    "'shardq[cockroachdb]')",
+)
+
+pytestmark = pytest.mark.cockroachdb
+
+BUCKETS = 8
+# The hidden shard column of the primary key (queue, status, exec_time, id): CockroachDB
+# names it from the key columns sorted by name (see test_cockroachdb_offline.py).
+SHARD = f"crdb_internal_exec_time_id_queue_status_shard_{BUCKETS}"
+
+
+def with_dbname(url: str, dbname: str) -> str:
+    """``url`` naming database ``dbname`` instead (the query string is kept)."""
+    return urlunsplit(urlsplit(url)._replace(path="/" + dbname))
+
+
+def connect(url: str) -> psycopg.Connection[Any]:
+    return psycopg.connect(normalize_dsn(url), autocommit=True)
+
+
+def upgrade(url: str) -> None:
+    with open(os.devnull, "w") as sink:
+        migrate.upgrade(url, bucket_count=BUCKETS, output=sink)
+
+
+def scalar(conn: psycopg.Connection[Any], query: Any, params: Any = None) -> Any:
+    row = conn.execute(query, params).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def shard_of(conn: psycopg.Connection[Any], task_id: uuid.UUID) -> int:
+    """The bucket (shard column value) the row of ``task_id`` is in now."""
+    query = sql.SQL("SELECT {} FROM shardq.tasks WHERE id = %s").format(sql.Identifier(SHARD))
+    return int(scalar(conn, query, (task_id,)))
+
+
+def claim_all(client: shardq.Client, queue: str, n: int, **kwargs: Any) -> list[shardq.Task]:
+    """Claim until ``n`` tasks are held (a claim takes from one bucket at a time)."""
+    tasks: list[shardq.Task] = []
+    for _ in range(client.bucket_count * 4):
+        tasks += client.claim(queue, limit=n - len(tasks), **kwargs)
+        if len(tasks) >= n:
+            break
+    return tasks
+
+
+# -- databases ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def new_database() -> Iterator[Callable[[], str]]:
+    """Factory of fresh, empty databases on the cluster, dropped at the end of the module."""
+    created: list[str] = []
+
+    def create() -> str:
+        name = f"shardq_test_{uuid.uuid4().hex[:12]}"
+        with connect(CRDB_DSN) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        created.append(name)
+        return with_dbname(CRDB_DSN, name)
+
+    yield create
+    if not created:
+        return
+    with connect(CRDB_DSN) as conn:
+        for name in created:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+@pytest.fixture(scope="module")
+def url(new_database: Callable[[], str]) -> Iterator[str]:
+    """A database migrated to head (twice: the second run has nothing to do), then to base."""
+    url = new_database()
+    upgrade(url)
+    upgrade(url)
+    yield url
+    migrate.downgrade(url, revision="base")
+    with connect(url) as conn:
+        schemas = "SELECT count(*) FROM information_schema.schemata WHERE schema_name = 'shardq'"
+        assert scalar(conn, schemas) == 0
+        assert scalar(conn, "SELECT count(*) FROM shardq_alembic_version") == 0
+        with pytest.raises(shardq.SchemaNotReady):
+            read_layout(conn)
+
+
+@pytest.fixture
+def client(url: str) -> Iterator[shardq.Client]:
+    """A Client on the module's database, emptied first (TRUNCATE is a schema change here)."""
+    with connect(url) as conn:
+        conn.execute("DELETE FROM shardq.tasks")
+    with shardq.Client(url) as c:
+        yield c
+
+
+@pytest.fixture
+def conn(url: str) -> Iterator[psycopg.Connection[Any]]:
+    with connect(url) as c:
+        yield c
+
+
+# -- the schema ---------------------------------------------------------------------------------
+
+
+def test_layout_finds_the_shard_column(client: shardq.Client) -> None:
+    assert client.db.layout == Layout("cockroachdb", SHARD, BUCKETS)
+    assert client.dialect == "cockroachdb"
+    assert client.bucket_count == BUCKETS
+
+
+def test_schema_at_head(conn: psycopg.Connection[Any]) -> None:
+    assert conn.execute("SELECT version_num FROM shardq_alembic_version").fetchall() == [("0005",)]
+    columns = conn.execute(
+        "SELECT column_name, generation_expression FROM information_schema.columns "
+        "WHERE table_schema = 'shardq' AND table_name = 'tasks' "
+        "AND column_name LIKE 'crdb_internal%'"
+    ).fetchall()
+    assert [c[0] for c in columns] == [SHARD]
+    # The shard is a hash of every key column: claims and lease changes move rows between
+    # buckets, unlike PostgreSQL's bucket, which depends on the id alone.
+    expression = columns[0][1]
+    assert all(c in expression for c in ("exec_time", "id", "queue", "status")), expression
+    leading = conn.execute(
+        "SELECT index_name, column_name FROM [SHOW INDEXES FROM shardq.tasks] "
+        "WHERE seq_in_index = 1 ORDER BY index_name"
+    ).fetchall()
+    assert leading == [
+        ("tasks_head_starts", SHARD),
+        ("tasks_leases", SHARD),
+        ("tasks_pkey", SHARD),
+    ]
+    zone = conn.execute("SHOW ZONE CONFIGURATION FROM TABLE shardq.tasks").fetchone()
+    assert zone is not None and re.search(r"gc\.ttlseconds = 600\b", str(zone[1])), zone
+
+
+def test_every_revision_reruns_over_an_existing_schema(new_database: Callable[[], str]) -> None:
+    url = new_database()
+    upgrade(url)
+    with open(os.devnull, "w") as sink:
+        # Forget the applied revisions, then apply them all again over the schema.
+        command.stamp(migrate.alembic_config(url, bucket_count=BUCKETS, output=sink), "base")
+    upgrade(url)
+    with connect(url) as conn:
+        assert scalar(conn, "SELECT version_num FROM shardq_alembic_version") == "0005"
+        assert read_layout(conn) == Layout("cockroachdb", SHARD, BUCKETS)
+
+
+def test_downgrade_to_base_and_up_again(new_database: Callable[[], str]) -> None:
+    url = new_database()
+    upgrade(url)
+    with shardq.Client(url) as c:
+        c.enqueue_many("doomed", [{"i": i} for i in range(10)])
+    migrate.downgrade(url, revision="base")
+    with connect(url) as conn:
+        schemas = "SELECT count(*) FROM information_schema.schemata WHERE schema_name = 'shardq'"
+        assert scalar(conn, schemas) == 0
+        assert scalar(conn, "SELECT count(*) FROM shardq_alembic_version") == 0
+        with pytest.raises(shardq.SchemaNotReady):
+            read_layout(conn)
+    upgrade(url)
+    with connect(url) as conn:
+        assert read_layout(conn) == Layout("cockroachdb", SHARD, BUCKETS)
+        assert scalar(conn, "SELECT count(*) FROM shardq.tasks") == 0
+
+
+# -- the API ------------------------------------------------------------------------------------
+
+
+def test_enqueue_get_claim_ack(client: shardq.Client, conn: psycopg.Connection[Any]) -> None:
+    task_id = client.enqueue("emails", {"to": "a@example.com"})
+    info = client.get(task_id)
+    assert info is not None
+    assert (info.queue, info.state) == ("emails", "available")
+    assert info.payload == {"to": "a@example.com"}
+    assert info.attempts == 0 and info.max_attempts == 10
+    assert info.bucket == shard_of(conn, task_id)
+
+    (task,) = claim_all(client, "emails", 1)
+    assert task.id == task_id and task.attempts == 1
+    assert task.bucket == shard_of(conn, task_id)  # the row's bucket after the claim
+    info = client.get(task_id)
+    assert info is not None and info.state == "locked" and info.lease_token == task.lease_token
+
+    client.ack(task)
+    assert client.get(task_id) is None
+    with pytest.raises(shardq.LeaseLost):
+        client.ack(task)
+    assert client.get(uuid.uuid4()) is None
+
+
+def test_enqueue_many_and_stats(client: shardq.Client) -> None:
+    ids = client.enqueue_many("bulk", [{"n": i} for i in range(200)], max_attempts=3, priority=7)
+    assert len(set(ids)) == 200
+    client.enqueue("bulk", {"later": True}, delay_s=3600)
+    stats = client.stats("bulk")
+    counts = (stats["available"], stats["scheduled"], stats["locked"], stats["dead"])
+    assert counts == (200, 1, 0, 0)
+    assert stats["oldest_eligible_age_s"] >= 7
+    info = client.get(ids[0])
+    assert info is not None and info.payload == {"n": 0} and info.priority == 7
+
+    tasks = claim_all(client, "bulk", 200)
+    assert sorted(t.id for t in tasks) == sorted(ids)
+    assert all(t.max_attempts == 3 and t.priority == 7 for t in tasks)
+    assert client.stats("bulk")["locked"] == 200
+
+    client.ack_many(tasks)
+    stats = client.stats("bulk")
+    assert (stats["available"], stats["scheduled"], stats["locked"]) == (0, 1, 0)
+    assert client.stats("nothing-here")["available"] == 0
+
+
+def test_nack_puts_a_task_back_then_kills_it(client: shardq.Client) -> None:
+    task_id = client.enqueue("nack", {"a": 1}, max_attempts=2)
+    (task,) = claim_all(client, "nack", 1)
+    client.nack(task, "boom", retry_in_s=0)
+    info = client.get(task_id)
+    assert info is not None
+    assert (info.state, info.last_error, info.attempts) == ("available", "boom", 1)
+    assert info.lease_token is None and info.times_requeued == 1
+
+    (task,) = claim_all(client, "nack", 1)
+    assert task.attempts == 2 and task.is_last_attempt
+    client.nack(task, "boom again")
+    info = client.get(task_id)
+    assert info is not None and info.state == "dead" and info.last_error == "boom again"
+    assert client.stats("nack")["dead"] == 1
+
+
+def test_extend_keeps_the_tasks_addressable(
+    client: shardq.Client, conn: psycopg.Connection[Any]
+) -> None:
+    # exec_time is part of the hashed key, so a longer lease moves the row to another
+    # bucket (7 times in 8): the Task must follow it, or the ack finds nothing.
+    ids = client.enqueue_many("extend", [{"i": i} for i in range(8)])
+    tasks = claim_all(client, "extend", 8, lease_s=30)
+    assert len(tasks) == 8
+    before = {t.id: t.exec_time for t in tasks}
+    client.extend_many(tasks, 3600)
+    for t in tasks:
+        assert t.exec_time > before[t.id] + timedelta(minutes=50)
+        assert t.bucket == shard_of(conn, t.id)
+    client.ack_many(tasks)
+    assert all(client.get(i) is None for i in ids)
+
+
+def test_release_gives_a_task_back_without_penalty(client: shardq.Client) -> None:
+    task_id = client.enqueue("release", {})
+    (task,) = claim_all(client, "release", 1)
+    client.release(task)
+    info = client.get(task_id)
+    assert info is not None
+    assert (info.state, info.attempts, info.times_requeued) == ("available", 0, 1)
+    assert info.lease_token is None
+    with pytest.raises(shardq.LeaseLost):
+        client.ack(task)
+    (again,) = claim_all(client, "release", 1)
+    assert again.id == task_id and again.attempts == 1
+    client.ack(again)
+
+
+def test_janitor_rescues_expired_leases_and_applies_head_starts(
+    url: str, client: shardq.Client
+) -> None:
+    # `client` only empties the table: this test drives time with its own Client's clock.
+    clock = shardq.ManualClock(datetime.now(UTC))
+    with shardq.Client(url, clock=clock) as timed:
+        leased = timed.enqueue("janitor", {"a": 1})
+        (task,) = claim_all(timed, "janitor", 1, lease_s=30)
+        scheduled = timed.enqueue("janitor", {"b": 1}, delay_s=60, priority=600)
+        assert timed.run_janitor_once().total == 0  # nothing expired or due yet
+
+        clock.advance(120)
+        report = timed.run_janitor_once()
+        assert (report.rescued, report.dead, report.promoted) == (1, 0, 1)
+
+        info = timed.get(leased)
+        assert info is not None and info.status == "available" and info.lease_token is None
+        assert info.last_error is not None and info.last_error.startswith("lease expired")
+        with pytest.raises(shardq.LeaseLost):
+            timed.ack(task)
+        info = timed.get(scheduled)
+        assert info is not None and info.pending_head_start_s == 0
+        # Due at enqueue + 60 s, it now stands 600 s ahead of that.
+        assert info.exec_time == info.enqueued_at + timedelta(seconds=60 - 600)
+        assert timed.run_janitor_once().total == 0
+
+
+def test_concurrent_claims_never_hand_out_a_task_twice(url: str, client: shardq.Client) -> None:
+    n = 400
+    ids = set(client.enqueue_many("race", [{"i": i} for i in range(n)]))
+    held: list[list[shardq.Task]] = [[] for _ in range(4)]
+    errors: list[BaseException] = []
+    count = [0]
+    lock = threading.Lock()
+    deadline = time.monotonic() + 120
+
+    def worker(k: int) -> None:
+        try:
+            with shardq.Client(url, pool_max_size=2) as own:
+                while time.monotonic() < deadline:
+                    with lock:
+                        if count[0] >= n:
+                            return
+                    got = own.claim("race", limit=7, lease_s=600)
+                    held[k] += got
+                    with lock:
+                        count[0] += len(got)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    claimed = [t.id for tasks in held for t in tasks]
+    assert len(claimed) == len(set(claimed)), "a task was handed out twice"
+    assert set(claimed) == ids
+    client.ack_many([t for tasks in held for t in tasks])
+    assert client.stats("race")["locked"] == 0
+
+
+# -- the claim's plan ---------------------------------------------------------------------------
+
+
+def plan_nodes(plan: str) -> list[dict[str, str]]:
+    """The operators of an EXPLAIN tree, each as its ``key: value`` properties."""
+    nodes: list[dict[str, str]] = []
+    for line in plan.splitlines():
+        body = line.strip(" │├└─")
+        if body.startswith("• "):
+            nodes.append({"node": body[2:].strip()})
+        elif nodes and ": " in body:
+            key, _, value = body.partition(": ")
+            nodes[-1].setdefault(key, value)
+    return nodes
+
+
+@pytest.mark.parametrize("binding", ["client", "server"])
+def test_claim_reads_one_span_of_one_bucket(url: str, client: shardq.Client, binding: str) -> None:
+    client.enqueue_many("plan", [{"i": i} for i in range(64)])
+    bucket = 3
+    query = sqlfiles.query("claim", "cockroachdb", client.db.layout.bucket_column, 10)
+    params = client._params(queue="plan", bucket=bucket, lease_s=30.0)
+    # "client": the values inlined as literals; "server": sent as typed parameters, the way
+    # the Client sends them (the bucket as an int2 against the INT8 shard column).
+    factory = psycopg.ClientCursor if binding == "client" else psycopg.Cursor
+    with psycopg.connect(normalize_dsn(url), autocommit=True, cursor_factory=factory) as c:
+        try:
+            rows = c.execute(sql.SQL("EXPLAIN ") + query, params).fetchall()
+        except psycopg.errors.FeatureNotSupported as exc:
+            pytest.skip(f"this CockroachDB cannot EXPLAIN a statement with parameters: {exc}")
+    plan = "\n".join(str(r[0]) for r in rows)
+
+    assert "FULL SCAN" not in plan and "LIMITED SCAN" not in plan, plan
+    scans = [n for n in plan_nodes(plan) if n["node"] == "scan"]
+    assert scans, plan
+    assert all(n.get("table", "").startswith("tasks@") for n in scans), plan
+    prefix = re.escape(f"/{bucket}/'plan'/'available'")
+    picks = [n for n in scans if re.match(r"\[" + prefix, n.get("spans", ""))]
+    assert len(picks) == 1, plan
+    (pick,) = picks
+    assert pick["table"] == "tasks@tasks_pkey", plan
+    spans = re.findall(r"\[[^\]]*\]", pick["spans"])
+    assert len(spans) == 1, plan  # one span ...
+    # ... inside this bucket's range of available tasks of the queue, at both ends.
+    assert re.fullmatch(rf"\[{prefix}(/[^\]]*)? - {prefix}(/[^\]]*)?\]", spans[0]), plan
+    assert pick.get("locking strength") == "for update", plan
+    assert "skip locked" in pick.get("locking wait policy", "").lower(), plan

@@ -1,0 +1,513 @@
+"""CockroachDB support checked without a cluster.
+
+- the migrations rendered offline (``alembic upgrade --sql``) for CockroachDB and PostgreSQL;
+- every query of ``sql/`` composed for CockroachDB, checked for shape and parsed;
+- the discovery of the bucket column at run time (``shardq.db.read_layout``).
+
+The cluster itself is exercised by ``test_cockroachdb_cluster.py``.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from alembic import command
+from psycopg import sql
+
+from shardq import db, migrate, sqlfiles
+from shardq.errors import SchemaNotReady
+
+BUCKET_COUNTS = (16, 32)
+SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+# Only for psycopg releases that cannot render a Composed without a connection.
+LOCAL_POSTGRESQL = "postgresql://postgres@127.0.0.1:5432/test"
+
+# CockroachDB names the hidden shard column of a hash-sharded index
+# crdb_internal_<key columns sorted by name, joined by "_">_shard_<bucket count>: the
+# primary key (product_id, owner, serial_number, ts, event_id) gets
+# crdb_internal_event_id_owner_product_id_serial_number_ts_shard_16, see "Alter an existing
+# primary key to use hash sharding" in
+# https://www.cockroachlabs.com/docs/stable/hash-sharded-indexes
+# (v22.1 source: cockroachdb/docs _includes/v22.1/performance/alter-primary-key-hash-sharded.md).
+# Its value is mod(fnv32(crdb_internal.datums_to_bytes(<those columns>)), N): a hash of
+# every key column, not of the id alone as on PostgreSQL.
+PRIMARY_KEY = ("queue", "status", "exec_time", "id")
+
+
+def shard_column(buckets: int, key: tuple[str, ...] = PRIMARY_KEY) -> str:
+    """The shard column CockroachDB creates for a hash-sharded index on ``key``."""
+    return "crdb_internal_" + "_".join(sorted(key)) + f"_shard_{buckets}"
+
+
+SHARD_16 = shard_column(16)
+
+# Every file of sql/ is one of these; a new file must be classified here.
+# The statements the Client runs on CockroachDB:
+CRDB_QUERIES = (
+    "ack_many",
+    "claim",
+    "enqueue",
+    "enqueue_many",
+    "extend_many",
+    "get",
+    "janitor_promote",
+    "janitor_rescue",
+    "nack_many",
+    "placement",
+    "requeue_many",
+    "schema_info",
+    "stats",
+)
+FRAGMENTS = ("backoff",)  # an expression spliced into nack_many and janitor_rescue
+POSTGRESQL_ONLY = ("copy_tasks",)  # binary COPY; CockroachDB batches go through enqueue_many
+NOT_QUERIES = ("schema",)  # the PostgreSQL schema snapshot, never run by the Client
+COMPOSED = CRDB_QUERIES + FRAGMENTS + POSTGRESQL_ONLY
+CLAIM_LIMIT = 25
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def needs_crdb_dialect() -> None:
+    pytest.importorskip(
+        "sqlalchemy_cockroachdb",
+        reason="sqlalchemy-cockroachdb is not installed (pip install 'shardq[cockroachdb]'): "
+        "Alembic cannot render the CockroachDB dialect without it",
+    )
+
+
+def render_upgrade(dialect: str, buckets: int) -> str:
+    buf = io.StringIO()
+    migrate.upgrade(None, dialect=dialect, sql=True, bucket_count=buckets, output=buf)
+    return buf.getvalue()
+
+
+def render_downgrade(dialect: str, buckets: int) -> str:
+    buf = io.StringIO()
+    config = migrate.alembic_config(None, dialect=dialect, bucket_count=buckets, output=buf)
+    command.downgrade(config, "head:base", sql=True)
+    return buf.getvalue()
+
+
+def flat(text: str) -> str:
+    """``text`` with every run of whitespace made one space."""
+    return " ".join(text.split())
+
+
+def strip_comments(text: str) -> str:
+    return re.sub(r"--[^\n]*", "", text)
+
+
+def statements(script: str) -> list[str]:
+    """The statements of a rendered script, comments dropped, whitespace flattened."""
+    return [flat(s) for s in strip_comments(script).split(";") if s.strip()]
+
+
+def is_version_table(stmt: str) -> bool:
+    return "shardq_alembic_version" in stmt
+
+
+def is_ddl(stmt: str) -> bool:
+    return not is_version_table(stmt) and stmt not in ("BEGIN", "COMMIT")
+
+
+_MARKER = re.compile(r"^-- Running (?:upgrade|downgrade) (\S*) -> (\S*)$", re.M)
+
+
+def revisions(script: str) -> dict[str, list[str]]:
+    """The DDL statements of each revision step (``'0001->0002'``), in script order."""
+    marks = list(_MARKER.finditer(script))
+    steps: dict[str, list[str]] = {}
+    for mark, following in zip(marks, [*marks[1:], None], strict=True):
+        body = script[mark.end() : following.start() if following else len(script)]
+        steps[f"{mark.group(1)}->{mark.group(2)}"] = [s for s in statements(body) if is_ddl(s)]
+    return steps
+
+
+def transactions(script: str) -> list[list[str]]:
+    """The statements of a rendered script, grouped by the transaction each runs in.
+
+    Alembic's offline output marks a transaction with BEGIN;/COMMIT; only where the
+    dialect's Alembic implementation declares ``transactional_ddl``.  PostgreSQL does, so
+    ``transaction_per_migration=True`` wraps each revision in its own BEGIN/COMMIT.  The
+    CockroachDB implementation of sqlalchemy-cockroachdb sets ``transactional_ddl = False``:
+    its script has no BEGIN/COMMIT at all, and every statement runs in its own implicit
+    transaction when the script is fed to ``cockroach sql``.
+    """
+    if not re.search(r"^BEGIN;$", script, re.M):
+        return [[s] for s in statements(script)]
+    blocks = re.findall(r"^BEGIN;$(.*?)^COMMIT;$", script, re.S | re.M)
+    outside = re.sub(r"^BEGIN;$.*?^COMMIT;$", "", script, flags=re.S | re.M)
+    assert statements(outside) == [], f"statements outside BEGIN/COMMIT: {statements(outside)}"
+    return [statements(block) for block in blocks]
+
+
+RERUNNABLE = re.compile(
+    r"^(CREATE (SCHEMA|TABLE|INDEX) IF NOT EXISTS"
+    r"|DROP (SCHEMA|TABLE|INDEX) IF EXISTS"
+    r"|ALTER TABLE \S+ CONFIGURE ZONE (USING|DISCARD))\b"
+)
+
+
+def partial_indexes(script: str) -> dict[str, tuple[str, str]]:
+    """index name -> (first key column, predicate) of the CREATE INDEX statements."""
+    found = re.findall(
+        r"CREATE INDEX IF NOT EXISTS (\w+) ON shardq\.tasks \((\w+), exec_time\) WHERE ([^;]+);",
+        script,
+    )
+    return {name: (column, predicate.strip()) for name, column, predicate in found}
+
+
+def as_text(composed: sql.Composable) -> str:
+    """A composed query as text, without a connection when psycopg allows it (3.2+)."""
+    try:
+        return composed.as_string(None)
+    except (TypeError, psycopg.Error):
+        with psycopg.connect(LOCAL_POSTGRESQL) as conn:
+            return composed.as_string(conn)
+
+
+def compose(name: str, bucket: str = SHARD_16, limit: int = CLAIM_LIMIT) -> str:
+    """Query ``name`` composed for CockroachDB (the limit only where the template takes one)."""
+    template = sqlfiles.text(name, "cockroachdb")
+    composed = sqlfiles.query(name, "cockroachdb", bucket, limit if "{limit}" in template else None)
+    return as_text(composed)
+
+
+def subquery(text: str) -> str:
+    """The row-picking subquery ``FROM ( ... ) AS c`` of a claim or janitor statement."""
+    match = re.search(r"\bFROM \((.*)\) AS c\b", text, re.S)
+    assert match, "no FROM (...) AS c subquery"
+    return flat(match.group(1))
+
+
+def for_postgresql_parser(text: str) -> tuple[str, dict[str, int]]:
+    """A composed query made parseable by PostgreSQL's parser, and its parameter numbers.
+
+    psycopg's %(name)s placeholders become $n (and %% becomes %).  CockroachDB's index
+    hint ``table@index`` (janitor queries) is not PostgreSQL syntax, so the ``@index``
+    suffix is stripped before parsing; the hint itself is checked as text elsewhere.
+    """
+    numbers: dict[str, int] = {}
+
+    def placeholder(match: re.Match[str]) -> str:
+        return f"${numbers.setdefault(match.group(1), len(numbers) + 1)}"
+
+    text = re.sub(r"%\((\w+)\)s", placeholder, text).replace("%%", "%")
+    return re.sub(r"\b(shardq\.tasks)@\w+", r"\1", text), numbers
+
+
+# -- the migrations, rendered offline ------------------------------------------------------------
+
+
+@pytest.fixture(params=BUCKET_COUNTS, ids=lambda n: f"{n}-buckets")
+def buckets(request: pytest.FixtureRequest) -> int:
+    return int(request.param)
+
+
+@pytest.fixture
+def crdb_script(buckets: int) -> str:
+    needs_crdb_dialect()
+    return render_upgrade("cockroachdb", buckets)
+
+
+def test_crdb_schema_is_created_if_missing(crdb_script: str) -> None:
+    assert "CREATE SCHEMA IF NOT EXISTS shardq;" in crdb_script
+
+
+def test_crdb_table_has_a_hash_sharded_primary_key(crdb_script: str, buckets: int) -> None:
+    (create,) = [s for s in statements(crdb_script) if s.startswith("CREATE TABLE IF NOT EXISTS")]
+    assert create.startswith("CREATE TABLE IF NOT EXISTS shardq.tasks (")
+    assert (
+        "CONSTRAINT tasks_pkey PRIMARY KEY (queue, status, exec_time, id) "
+        f"USING HASH WITH (bucket_count = {buckets})"
+    ) in create
+    # CockroachDB keeps the hidden shard column itself: no bucket column of shardq's own.
+    assert "GENERATED ALWAYS" not in create
+    assert not re.search(r"\bbucket\s+smallint\b", create)
+    assert "fillfactor" not in create and "autovacuum" not in create
+    assert re.search(r"\bid uuid NOT NULL DEFAULT gen_random_uuid\(\)", create)
+
+
+def test_crdb_partial_indexes_lead_with_the_shard_column(crdb_script: str, buckets: int) -> None:
+    key = re.search(r"PRIMARY KEY \(([^)]*)\)\s+USING HASH", crdb_script)
+    assert key, "no hash-sharded primary key"
+    columns = tuple(c.strip() for c in key.group(1).split(","))
+    assert columns == PRIMARY_KEY
+    expected = shard_column(buckets, columns)
+    assert expected == f"crdb_internal_exec_time_id_queue_status_shard_{buckets}"
+
+    indexes = partial_indexes(crdb_script)
+    assert indexes == {
+        "tasks_leases": (expected, "status = 'locked'"),
+        "tasks_head_starts": (expected, "pending_head_start_s > 0"),
+    }
+    # The name is what shardq.db reads the bucket count back from.
+    match = db._COUNT_IN_SHARD.search(expected)
+    assert match and int(match.group(1)) == buckets
+
+
+def test_crdb_gc_ttl_is_shortened(crdb_script: str) -> None:
+    match = re.search(
+        r"^ALTER TABLE shardq\.tasks CONFIGURE ZONE USING gc\.ttlseconds = (\d+);$",
+        crdb_script,
+        re.M,
+    )
+    assert match, "no gc.ttlseconds zone configuration"
+    # Below CockroachDB's default of 4 hours (14400 s), and above zero.
+    assert 0 < int(match.group(1)) < 14400
+
+
+def test_crdb_each_revision_is_one_ddl_statement_in_its_own_transaction(crdb_script: str) -> None:
+    steps = revisions(crdb_script)
+    assert list(steps) == ["->0001", "0001->0002", "0002->0003", "0003->0004", "0004->0005"]
+    for step, ddl in steps.items():
+        assert len(ddl) == 1, f"revision {step} has {len(ddl)} DDL statements: {ddl}"
+    txs = transactions(crdb_script)
+    for tx in txs:
+        assert len([s for s in tx if is_ddl(s)]) <= 1, f"one transaction, several DDL: {tx}"
+    # Every revision's DDL statement is found, alone, in some transaction.
+    in_transactions = [s for tx in txs for s in tx if is_ddl(s)]
+    assert in_transactions == [ddl[0] for ddl in steps.values()]
+
+
+def test_crdb_every_ddl_statement_is_rerunnable(crdb_script: str, buckets: int) -> None:
+    needs_crdb_dialect()
+    downgrade = render_downgrade("cockroachdb", buckets)
+    assert "DROP INDEX IF EXISTS shardq.tasks@tasks_leases" in downgrade
+    assert "DROP INDEX IF EXISTS shardq.tasks@tasks_head_starts" in downgrade
+    for script in (crdb_script, downgrade):
+        for step, ddl in revisions(script).items():
+            for stmt in ddl:
+                assert RERUNNABLE.match(stmt), f"revision {step} is not re-runnable: {stmt}"
+
+
+@pytest.mark.parametrize("n", BUCKET_COUNTS)
+def test_postgresql_render_has_the_generated_bucket_column(n: int) -> None:
+    script = render_upgrade("postgresql", n)
+    create = flat(script)
+    assert re.search(
+        r"bucket smallint GENERATED ALWAYS AS \( mod\(get_byte\(uuid_send\(id\), 14\) \* 256 "
+        rf"\+ get_byte\(uuid_send\(id\), 15\), {n}\) \) STORED",
+        create,
+    )
+    assert "PRIMARY KEY (bucket, queue, status, exec_time, id)" in create
+    assert re.search(r"\bfillfactor = 90\b", create)
+    assert "USING HASH" not in script and "crdb_internal" not in script
+    assert "CONFIGURE ZONE" not in script
+    assert {k: v[0] for k, v in partial_indexes(script).items()} == {
+        "tasks_leases": "bucket",
+        "tasks_head_starts": "bucket",
+    }
+
+
+def test_postgresql_render_has_one_transaction_per_revision() -> None:
+    script = render_upgrade("postgresql", 16)
+    txs = transactions(script)
+    assert len(txs) == len(revisions(script)) == 5
+    for tx in txs:
+        assert len([s for s in tx if is_ddl(s)]) <= 1, f"one transaction, several DDL: {tx}"
+    # 0005 only configures CockroachDB: on PostgreSQL it just moves the version.
+    assert revisions(script)["0004->0005"] == []
+    for step, ddl in revisions(script).items():
+        for stmt in ddl:
+            assert RERUNNABLE.match(stmt), f"revision {step} is not re-runnable: {stmt}"
+
+
+# -- the queries, composed for CockroachDB ---------------------------------------------------
+
+
+def test_every_sql_file_is_classified() -> None:
+    names = {p.stem for p in SQL_DIR.glob("*.sql")}
+    names |= {p.stem for p in (SQL_DIR / "cockroachdb").glob("*.sql")}
+    assert names == set(CRDB_QUERIES + FRAGMENTS + POSTGRESQL_ONLY + NOT_QUERIES)
+
+
+@pytest.mark.parametrize("name", COMPOSED)
+def test_crdb_query_composes_without_postgresql_only_constructs(name: str) -> None:
+    text = compose(name)
+    code = strip_comments(text)
+    assert not re.search(r"\{\w+\}", code), "a template placeholder was left unfilled"
+    assert not re.search(r"\bctid\b", code, re.I), "ctid is PostgreSQL's, CockroachDB has none"
+    assert not re.search(r"\bMATERIALIZED\b", code, re.I)
+    # The bucket is the hidden shard column on CockroachDB: never a column named bucket.
+    assert not re.search(r"\bt\.bucket\b|\b(WHERE|AND) bucket\b", code)
+    if "{bucket}" in sqlfiles.text(name, "cockroachdb"):
+        assert f'"{SHARD_16}"' in code
+
+
+def test_crdb_claim_is_one_update_over_one_bucket_range() -> None:
+    text = compose("claim")
+    code = strip_comments(text)
+    assert flat(code).startswith("UPDATE shardq.tasks AS t SET")
+    assert ";" not in code
+    assert len(re.findall(r"\bUPDATE shardq\.tasks\b", code)) == 1
+    sub = subquery(code)
+    assert sub.startswith("SELECT ")
+    assert f'WHERE "{SHARD_16}" = %(bucket)s' in sub
+    assert "queue = %(queue)s" in sub and "status = 'available'" in sub
+    assert re.search(r"\bORDER BY exec_time\b", sub)
+    assert re.search(rf"\bLIMIT {CLAIM_LIMIT}\b", sub)
+    assert sub.endswith("FOR UPDATE SKIP LOCKED")
+    # The UPDATE finds each picked row again by its whole primary key ...
+    for column in PRIMARY_KEY:
+        assert f"t.{column} = c.{column}" in code
+    # ... and returns the shard of the row as it is after the claim.
+    assert f't."{SHARD_16}" AS bucket' in code
+
+
+@pytest.mark.parametrize(
+    ("name", "index"),
+    [("janitor_rescue", "tasks_leases"), ("janitor_promote", "tasks_head_starts")],
+)
+def test_crdb_janitor_forces_its_partial_index(name: str, index: str) -> None:
+    needs_crdb_dialect()
+    text = strip_comments(compose(name))
+    assert f"FROM shardq.tasks@{index}\n" in text
+    sub = subquery(text)
+    # CockroachDB refuses a forced partial index unless the filter implies its predicate.
+    column, predicate = partial_indexes(render_upgrade("cockroachdb", 16))[index]
+    assert column == SHARD_16
+    assert predicate in sub
+    assert f'"{SHARD_16}" = %(bucket)s' in sub
+    assert re.search(r"\bORDER BY exec_time\b", sub)
+    assert re.search(rf"\bLIMIT {CLAIM_LIMIT}\b", sub)
+    assert sub.endswith("FOR UPDATE SKIP LOCKED")
+
+
+@pytest.fixture(scope="module")
+def pglast() -> Any:
+    return pytest.importorskip("pglast", reason="pglast (PostgreSQL's parser) is not installed")
+
+
+@pytest.mark.parametrize("name", COMPOSED)
+def test_crdb_query_parses_as_one_statement(pglast: Any, name: str) -> None:
+    text, _ = for_postgresql_parser(compose(name))
+    if name in FRAGMENTS:
+        text = f"SELECT {text} FROM shardq.tasks AS t"
+    parsed = pglast.parse_sql(text)
+    assert len(parsed) == 1
+
+
+def test_crdb_claim_parse_tree(pglast: Any) -> None:
+    from pglast import ast, enums
+
+    text, params = for_postgresql_parser(compose("claim"))
+    (raw,) = pglast.parse_sql(text)
+    update = raw.stmt
+    assert isinstance(update, ast.UpdateStmt)
+    assert update.relation.schemaname == "shardq" and update.relation.relname == "tasks"
+    (source,) = update.fromClause
+    assert isinstance(source, ast.RangeSubselect) and source.alias.aliasname == "c"
+    select = source.subquery
+    assert isinstance(select, ast.SelectStmt)
+    (locking,) = select.lockingClause
+    assert locking.strength == enums.LockClauseStrength.LCS_FORUPDATE
+    assert locking.waitPolicy == enums.LockWaitPolicy.LockWaitSkip
+    assert select.limitCount.val.ival == CLAIM_LIMIT
+    (order,) = select.sortClause
+    assert [f.sval for f in order.node.fields] == ["exec_time"]
+    (table,) = select.fromClause
+    assert (table.schemaname, table.relname) == ("shardq", "tasks")
+    conjuncts = select.whereClause.args
+    shard_filters = [
+        c
+        for c in conjuncts
+        if isinstance(c, ast.A_Expr)
+        and c.name[0].sval == "="
+        and isinstance(c.lexpr, ast.ColumnRef)
+        and [f.sval for f in c.lexpr.fields] == [SHARD_16]
+    ]
+    (shard_filter,) = shard_filters
+    assert isinstance(shard_filter.rexpr, ast.ParamRef)
+    assert shard_filter.rexpr.number == params["bucket"]
+
+
+# -- discovering the layout at run time ------------------------------------------------------
+
+
+def test_layout_on_postgresql(dsn: str) -> None:
+    with psycopg.connect(dsn) as conn:
+        assert db.read_layout(conn) == db.Layout("postgresql", "bucket", 16)
+
+
+@pytest.mark.parametrize("n", BUCKET_COUNTS)
+def test_shard_column_name_gives_the_bucket_count(n: int) -> None:
+    name = shard_column(n)
+    match = db._COUNT_IN_SHARD.search(name)
+    assert match and int(match.group(1)) == n
+    assert db._COUNT_IN_SHARD.search(name + "_old") is None
+    assert db._COUNT_IN_SHARD.search("bucket") is None
+
+
+def test_schema_info_pattern_matches_shard_columns(dsn: str) -> None:
+    # read_layout passes {} as parameters, so psycopg turns the template's %% into %;
+    # LIKE means the same on CockroachDB as here on PostgreSQL.
+    query = sqlfiles.text("schema_info", "cockroachdb")
+    match = re.search(r"column_name LIKE ('[^']*')", query)
+    assert match
+    with psycopg.connect(dsn) as conn:
+        for name, expected in [
+            (shard_column(16), True),
+            (shard_column(32), True),
+            ("crdb_internal_id_shard_8", True),
+            ("bucket", False),
+            ("exec_time", False),
+        ]:
+            row = conn.execute(f"SELECT %(name)s LIKE {match.group(1)}", {"name": name}).fetchone()
+            assert row == (expected,), name
+
+
+class Result(list[Any]):
+    def fetchone(self) -> Any:
+        return self[0] if self else None
+
+    def fetchall(self) -> list[Any]:
+        return list(self)
+
+
+class FakeCockroach:
+    """Answers read_layout's two queries as CockroachDB with these shard columns would."""
+
+    def __init__(self, *shard_columns: str) -> None:
+        self.rows = [
+            (c, f"mod(fnv32(crdb_internal.datums_to_bytes(exec_time, id, queue, status)), {n})")
+            for c, n in ((c, c.rsplit("_", 1)[1]) for c in shard_columns)
+        ]
+        self.seen: list[tuple[str, Any]] = []
+
+    def execute(self, query: str, params: Any = None) -> Result:
+        self.seen.append((query, params))
+        if query == "SELECT version()":
+            return Result([("CockroachDB CCL v25.2.0 (x86_64-pc-linux-gnu, built 2025/05/01)",)])
+        return Result(self.rows)
+
+
+@pytest.mark.parametrize("n", BUCKET_COUNTS)
+def test_layout_on_cockroachdb(n: int) -> None:
+    conn = FakeCockroach(shard_column(n))
+    layout = db.read_layout(conn)  # type: ignore[arg-type]
+    assert layout == db.Layout("cockroachdb", shard_column(n), n)
+    assert conn.seen[1] == (sqlfiles.text("schema_info", "cockroachdb"), {})
+
+
+def test_layout_on_cockroachdb_refuses_two_shard_columns() -> None:
+    conn = FakeCockroach(shard_column(16), shard_column(32))
+    with pytest.raises(SchemaNotReady, match="several shard columns"):
+        db.read_layout(conn)  # type: ignore[arg-type]
+
+
+def test_layout_on_cockroachdb_without_the_table() -> None:
+    with pytest.raises(SchemaNotReady, match="does not exist"):
+        db.read_layout(FakeCockroach())  # type: ignore[arg-type]
+
+
+def test_cockroachdb_dsn_is_spoken_as_postgresql() -> None:
+    dsn = "cockroachdb://root@127.0.0.1:26257/shardq?sslmode=disable"
+    assert db.normalize_dsn(dsn) == "postgresql://root@127.0.0.1:26257/shardq?sslmode=disable"
+    assert migrate._crdb("postgresql://root@h:26257/db") == "cockroachdb://root@h:26257/db"
