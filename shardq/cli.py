@@ -87,6 +87,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_consume(args: argparse.Namespace) -> int:
+    """Run a worker for an app or a handler function."""
+    from shardq.worker.config import WorkerConfig
+    from shardq.worker.run import run
+
+    return run(args.target, from_arguments(ClientConfig, args), from_arguments(WorkerConfig, args))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(prog="shardq", description=__doc__)
@@ -104,6 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dialect", choices=["postgresql", "cockroachdb"],
                    help="with --sql and no --dsn: the engine to render for")
     p.add_argument("--revision", default="head", help="target revision (default head)")
+
+    from shardq.worker.config import WorkerConfig
+
+    p = command("consume", cmd_consume, "run a worker: claim tasks and run their handlers")
+    p.add_argument("target", help="module:app (a shardq.App) or module:function (a raw handler)")
+    add_arguments(p, WorkerConfig)
 
     p = command("janitor", cmd_janitor, "rescue expired leases and apply due head starts")
     p.add_argument("--once", action="store_true", help="one pass over every bucket, then exit")

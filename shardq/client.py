@@ -102,6 +102,7 @@ class Client:
             queue=validate.queue_name(queue), delay_s=delay_s, run_at=run_at,
             priority=validate.priority(priority),
             max_attempts=validate.max_attempts(max_attempts, self.config.max_attempts),
+            notify=self.config.notify,
         )
 
     def enqueue(self, queue: str, payload: Any, *, delay_s: float | None = None,
@@ -192,18 +193,24 @@ class Client:
         operations.settle(self, "ack_many", tasks, {})
 
     def nack(self, task: Task, error: str | None = None, *,
-             retry_in_s: float | None = None) -> None:
-        """Record a failure: back in line after the backoff (or ``retry_in_s``), or dead."""
-        self.nack_many([task], [error], retry_in_s=[retry_in_s])
+             retry_in_s: float | None = None, dead: bool = False) -> None:
+        """Record a failure: back in line after the backoff (or ``retry_in_s``), or dead.
+
+        A task is dead when this was its last attempt, or at once with ``dead=True``.
+        """
+        self.nack_many([task], [error], retry_in_s=[retry_in_s], dead=[dead])
 
     def nack_many(self, tasks: Sequence[Task], errors: Sequence[str | None] | None = None, *,
-                  retry_in_s: Sequence[float | None] | None = None) -> None:
-        """Record failures of many tasks; ``errors``/``retry_in_s`` run parallel to ``tasks``."""
+                  retry_in_s: Sequence[float | None] | None = None,
+                  dead: Sequence[bool] | None = None) -> None:
+        """Record failures of many tasks; the other arguments run parallel to ``tasks``."""
         n = len(tasks)
         errs = operations.parallel("errors", errors, n)
         delays = [validate.seconds("retry_in_s", d) for d in operations.parallel(
             "retry_in_s", retry_in_s, n)]
-        operations.settle(self, "nack_many", tasks, {"errors": errs, "retry_in_s": delays})
+        kill = [bool(d) for d in operations.parallel("dead", dead, n)]
+        operations.settle(self, "nack_many", tasks,
+                          {"errors": errs, "retry_in_s": delays, "dead": kill})
 
     def extend(self, task: Task, by_s: float) -> None:
         """Make the lease end ``by_s`` seconds from now (never sooner than it did)."""

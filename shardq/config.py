@@ -21,7 +21,8 @@ DEFAULT_MAX_ATTEMPTS = 10
 MAX_BUCKET_COUNT = 1024
 
 
-def _setting(default: Any, help: str, *, env: bool = True) -> Any:
+def setting(default: Any, help: str, *, env: bool = True) -> Any:
+    """A dataclass field carrying its help text (and whether a SHARDQ_* variable sets it)."""
     return field(default=default, metadata={"help": help, "env": env})
 
 
@@ -29,25 +30,28 @@ def _setting(default: Any, help: str, *, env: bool = True) -> Any:
 class ClientConfig:
     """How a :class:`shardq.Client` talks to its database and treats tasks."""
 
-    dsn: str | None = _setting(
+    dsn: str | None = setting(
         None, "database URL (postgresql://...); none: the embedded PostgreSQL"
     )
-    bucket_count: int | None = _setting(
+    bucket_count: int | None = setting(
         None,
         f"buckets of a schema this client creates (default {DEFAULT_BUCKET_COUNT}); "
         "an existing schema's count is read from the database",
     )
-    lease_s: float = _setting(30.0, "how long a claim holds a task before it may be rescued")
-    max_attempts: int = _setting(DEFAULT_MAX_ATTEMPTS, "claims a task gets before it is dead")
-    backoff_base_s: float = _setting(1.0, "retry delay after the first failed attempt is 2 x this")
-    backoff_cap_s: float = _setting(3600.0, "longest retry delay")
-    backoff_jitter: float = _setting(0.2, "retry delays are cut by up to this fraction at random")
-    max_payload_bytes: int = _setting(1_048_576, "largest payload, as UTF-8 JSON")
-    pool_max_size: int = _setting(8, "most database connections this client opens")
-    janitor_batch: int = _setting(500, "tasks one janitor statement handles at most")
+    lease_s: float = setting(30.0, "how long a claim holds a task before it may be rescued")
+    max_attempts: int = setting(DEFAULT_MAX_ATTEMPTS, "claims a task gets before it is dead")
+    backoff_base_s: float = setting(1.0, "retry delay after the first failed attempt is 2 x this")
+    backoff_cap_s: float = setting(3600.0, "longest retry delay")
+    backoff_jitter: float = setting(0.2, "retry delays are cut by up to this fraction at random")
+    max_payload_bytes: int = setting(1_048_576, "largest payload, as UTF-8 JSON")
+    pool_max_size: int = setting(8, "most database connections this client opens")
+    janitor_batch: int = setting(500, "tasks one janitor statement handles at most")
+    notify: bool = setting(
+        True, "NOTIFY listening workers on enqueue, so they start at once (PostgreSQL)"
+    )
 
     def __post_init__(self) -> None:
-        _check_positive(self, "lease_s", "max_attempts", "backoff_base_s", "backoff_cap_s",
+        check_positive(self, "lease_s", "max_attempts", "backoff_base_s", "backoff_cap_s",
                         "max_payload_bytes", "pool_max_size", "janitor_batch")
         if not 0 <= self.backoff_jitter < 1:
             raise ConfigError(f"backoff_jitter must be in [0, 1), got {self.backoff_jitter}")
@@ -57,7 +61,8 @@ class ClientConfig:
             )
 
 
-def _check_positive(obj: object, *names: str) -> None:
+def check_positive(obj: object, *names: str) -> None:
+    """Raise ConfigError unless every named attribute of ``obj`` is positive."""
     for name in names:
         value = getattr(obj, name)
         if value <= 0:
@@ -74,7 +79,7 @@ def env_name(name: str) -> str:
 
 def _base_type(f: dataclasses.Field[Any]) -> type:
     hint = str(f.type)
-    for candidate in (bool, int, float, str):
+    for candidate in (tuple, bool, int, float, str):
         if hint.startswith(candidate.__name__):
             return candidate
     raise TypeError(f"unsupported setting type {hint}")
@@ -85,6 +90,8 @@ def _parse(f: dataclasses.Field[Any], raw: str) -> Any:
     try:
         if kind is bool:
             return raw.strip().lower() in ("1", "true", "yes", "on")
+        if kind is tuple:
+            return tuple(part.strip() for part in raw.split(",") if part.strip())
         return kind(raw)
     except ValueError:
         raise ConfigError(f"{env_name(f.name)}={raw!r} is not a valid {kind.__name__}") from None
@@ -121,6 +128,9 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type[Any],
         if kind is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None,
                                 help=help_text)
+        elif kind is tuple:
+            parser.add_argument(flag, action="append", default=None,
+                                help=help_text + " (repeatable; env: comma-separated)")
         else:
             parser.add_argument(flag, type=kind, default=None, help=help_text)
 
@@ -128,4 +138,6 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type[Any],
 def from_arguments(cls: type[C], args: argparse.Namespace) -> C:
     """Build ``cls`` from parsed flags (those left unset fall back to env and defaults)."""
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    return load(cls, {k: v for k, v in vars(args).items() if k in names})
+    given = {k: tuple(v) if isinstance(v, list) else v
+             for k, v in vars(args).items() if k in names}
+    return load(cls, given)

@@ -15,15 +15,16 @@ R = TypeVar("R")
 class Loop(ABC, Generic[R]):
     """Runs :meth:`run_once` every ``interval_s`` in a thread until stopped.
 
-    ``start`` and ``stop`` are idempotent.  The wait between steps is on the stop
-    event, so stopping never waits for a full interval.  A step that raises is
-    logged and the loop goes on after the interval.
+    ``start`` and ``stop`` are idempotent.  The wait between steps ends early on
+    :meth:`wake` or :meth:`stop`, so stopping never waits for a full interval.  A
+    step that raises is logged and the loop goes on after the interval.
     """
 
     def __init__(self, name: str, interval_s: float) -> None:
         self.name = name
         self.interval_s = interval_s
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
@@ -41,6 +42,7 @@ class Loop(ABC, Generic[R]):
             if self._thread is not None and self._thread.is_alive():
                 return
             self._stop.clear()
+            self._wake.clear()
             self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
             self._thread.start()
 
@@ -49,8 +51,18 @@ class Loop(ABC, Generic[R]):
         with self._lock:
             thread, self._thread = self._thread, None
         self._stop.set()
+        self._wake.set()
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout_s)
+
+    def wake(self) -> None:
+        """End the current wait early: there may be work."""
+        self._wake.set()
+
+    @property
+    def stopping(self) -> bool:
+        """Whether stop() was called."""
+        return self._stop.is_set()
 
     @property
     def running(self) -> bool:
@@ -65,4 +77,6 @@ class Loop(ABC, Generic[R]):
             except Exception:
                 log.exception("%s: step failed; retrying in %.1fs", self.name, self.interval_s)
                 delay = self.interval_s
-            self._stop.wait(delay)
+            if delay > 0:
+                self._wake.wait(delay)
+            self._wake.clear()

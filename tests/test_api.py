@@ -210,3 +210,11 @@ def test_queues_are_separate(client: Client) -> None:
     assert [t.payload for t in claim_all(client, "a", 1)] == [{"q": "a"}]
     assert client.claim("a") == []
     assert [t.payload for t in claim_all(client, "b", 1)] == [{"q": "b"}]
+
+
+def test_nack_dead_buries_at_once(client: Client, connect: psycopg.Connection[Any]) -> None:
+    task_id = client.enqueue("q", {}, max_attempts=5)
+    [task] = claim_all(client, "q", 1)
+    client.nack(task, "poison", dead=True)
+    r = row(connect, task_id)
+    assert r["status"] == "dead" and r["attempts"] == 1 and r["last_error"] == "poison"

@@ -1,0 +1,161 @@
+"""The task API: an :class:`App` registers functions as tasks and raw queue handlers."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, ParamSpec, TypeVar
+from uuid import UUID
+
+from shardq.client import Client
+from shardq.db import Conn
+from shardq.errors import ConfigError, InvalidTask
+from shardq.task import Task
+from shardq.validate import queue_name
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+DEFAULT_QUEUE = "default"
+
+
+@dataclass(frozen=True)
+class Handler:
+    """How a worker runs the tasks of one name (or one raw queue)."""
+
+    fn: Callable[..., Any]
+    queue: str
+    lease_s: float | None
+    raw: bool
+
+    @property
+    def is_async(self) -> bool:
+        """Whether the function is a coroutine function (runs on the worker's event loop)."""
+        return inspect.iscoroutinefunction(self.fn)
+
+    def call(self, payload: Any) -> Any:
+        """Call the function for a payload: as is for raw handlers, else its args/kwargs."""
+        if self.raw:
+            return self.fn(payload)
+        return self.fn(*payload.get("args", ()), **payload.get("kwargs", {}))
+
+
+class TaskFunction(Generic[P, R]):
+    """A function registered with ``@app.task``: call it, or ``.enqueue(...)`` it."""
+
+    def __init__(self, app: App, fn: Callable[P, R], *, name: str, queue: str,
+                 max_attempts: int | None, priority: int) -> None:
+        functools.update_wrapper(self, fn)
+        self.app, self.fn, self.name, self.queue = app, fn, name, queue
+        self.max_attempts, self.priority = max_attempts, priority
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    def _payload(self, args: Iterable[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        return {"task": self.name, "args": list(args), "kwargs": dict(kwargs)}
+
+    def enqueue(self, *args: Any, delay_s: float | None = None, run_at: datetime | None = None,
+                priority: int | None = None, conn: Conn | None = None, **kwargs: Any) -> UUID:
+        """Enqueue one call; ``delay_s``, ``run_at``, ``priority`` and ``conn`` are options."""
+        return self.app.client.enqueue(
+            self.queue, self._payload(args, kwargs), delay_s=delay_s, run_at=run_at,
+            priority=self.priority if priority is None else priority,
+            max_attempts=self.max_attempts, conn=conn)
+
+    def enqueue_many(self, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]], *,
+                     delay_s: float | None = None, run_at: datetime | None = None,
+                     priority: int | None = None, conn: Conn | None = None) -> list[UUID]:
+        """Enqueue many calls at once: each a tuple of positional or a dict of keyword args."""
+        payloads = []
+        for call in calls:
+            if isinstance(call, Mapping):
+                payloads.append(self._payload((), call))
+            elif isinstance(call, tuple):
+                payloads.append(self._payload(call, {}))
+            else:
+                raise InvalidTask(f"each call must be a tuple or a dict, got {call!r}")
+        return self.app.client.enqueue_many(
+            self.queue, payloads, delay_s=delay_s, run_at=run_at,
+            priority=self.priority if priority is None else priority,
+            max_attempts=self.max_attempts, conn=conn)
+
+
+class App:
+    """A set of task functions and queue handlers, with a lazily opened :class:`Client`.
+
+    ``App(dsn=None, **settings)`` takes the same settings as :class:`Client`; no
+    connection is made until the first enqueue or until a worker starts.
+    """
+
+    def __init__(self, dsn: str | None = None, **settings: Any) -> None:
+        self._client_args = (dsn, settings)
+        self._client: Client | None = None
+        self._lock = threading.Lock()
+        self.tasks: dict[str, Handler] = {}
+        self.raw: dict[str, Handler] = {}
+
+    @property
+    def client(self) -> Client:
+        """The app's Client, opened on first use."""
+        with self._lock:
+            if self._client is None:
+                dsn, settings = self._client_args
+                self._client = Client(dsn, **settings)
+            return self._client
+
+    def use_client(self, client: Client) -> None:
+        """Use an existing Client (the worker shares its own)."""
+        with self._lock:
+            self._client = client
+
+    def task(self, fn: Callable[P, R] | None = None, *, queue: str = DEFAULT_QUEUE,
+             name: str | None = None, max_attempts: int | None = None,
+             lease_s: float | None = None, priority: int = 0) -> Any:
+        """Register a function (sync or async) as a task; usable bare or with options."""
+        def register(f: Callable[P, R]) -> TaskFunction[P, R]:
+            task_name = name or f"{f.__module__}.{f.__qualname__}"
+            if task_name in self.tasks:
+                raise ConfigError(f"a task named {task_name!r} is already registered")
+            self.tasks[task_name] = Handler(f, queue_name(queue), lease_s, raw=False)
+            return TaskFunction(self, f, name=task_name, queue=queue,
+                                max_attempts=max_attempts, priority=priority)
+
+        return register(fn) if fn is not None else register
+
+    def handler(self, queue: str, *, lease_s: float | None = None
+                ) -> Callable[[Callable[[Any], R]], Callable[[Any], R]]:
+        """Register a raw handler: it gets the payload of every task of ``queue``."""
+        def register(f: Callable[[Any], R]) -> Callable[[Any], R]:
+            if queue in self.raw:
+                raise ConfigError(f"queue {queue!r} already has a handler")
+            self.raw[queue_name(queue)] = Handler(f, queue, lease_s, raw=True)
+            return f
+
+        return register
+
+    @property
+    def queues(self) -> list[str]:
+        """Every queue the app has tasks or handlers for, sorted."""
+        return sorted({h.queue for h in self.tasks.values()} | set(self.raw))
+
+    def lease_s(self, queue: str, default: float) -> float:
+        """The lease for claims on ``queue``: the longest any of its tasks asked for, else
+        ``default``."""
+        asked = [h.lease_s for h in [*self.tasks.values(), *self.raw.values()]
+                 if h.queue == queue and h.lease_s is not None]
+        return max(asked) if asked else default
+
+    def resolve(self, task: Task) -> Handler:
+        """The handler for a claimed task (raises LookupError for an unknown one)."""
+        if task.queue in self.raw:
+            return self.raw[task.queue]
+        payload = task.payload
+        name = payload.get("task") if isinstance(payload, dict) else None
+        if name is None or name not in self.tasks:
+            raise LookupError(f"no handler for task {name!r} on queue {task.queue!r}")
+        return self.tasks[name]

@@ -1,0 +1,59 @@
+"""What a task handler can use: the current task's context, and outcomes it can ask for."""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from shardq.task import Task
+
+
+class Retry(Exception):
+    """Raise in a handler to retry the task after ``in_s`` seconds (default: the backoff).
+
+    The attempt still counts toward ``max_attempts``.
+    """
+
+    def __init__(self, in_s: float | None = None, reason: str = "retry requested") -> None:
+        super().__init__(reason)
+        self.in_s = in_s
+
+
+class Fail(Exception):
+    """Raise in a handler to send the task to the dead letters at once, with this reason."""
+
+
+@dataclass
+class Context:
+    """The task a handler is running, and whether its lease was lost meanwhile."""
+
+    task: Task
+    lease_lost: threading.Event = field(default_factory=threading.Event)
+    future: Future[Any] | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the lease is lost: another worker may run the task, and this
+        run's result will be discarded.  Long handlers should check it and stop."""
+        return self.lease_lost.is_set()
+
+
+_current: contextvars.ContextVar[Context] = contextvars.ContextVar("shardq_task")
+
+
+def current() -> Context:
+    """The context of the task this handler runs (raises LookupError outside a handler)."""
+    return _current.get()
+
+
+def bind(context: Context) -> contextvars.Token[Context]:
+    """Make ``context`` current in this thread or coroutine."""
+    return _current.set(context)
+
+
+def unbind(token: contextvars.Token[Context]) -> None:
+    """Undo :func:`bind`."""
+    _current.reset(token)

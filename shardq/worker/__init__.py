@@ -1,0 +1,1 @@
+"""The ``shardq consume`` worker: claimers, handler slots, acks, heartbeats, janitors."""

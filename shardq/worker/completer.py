@@ -1,0 +1,92 @@
+"""Batched acks and nacks: outcomes wait a few milliseconds and are written together.
+
+Writing many outcomes per statement is the largest throughput lever of a SQL
+queue.  A crash before a flush loses nothing: those tasks' leases expire and they
+run again (at-least-once).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from shardq.client import Client
+from shardq.errors import LeaseLost, ShardqError
+from shardq.loop import Loop
+from shardq.task import Task
+from shardq.worker.metrics import Metrics
+
+log = logging.getLogger("shardq.worker")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one run: ``ack``, or a failure with its error and retry wishes."""
+
+    task: Task
+    ok: bool
+    error: str | None = None
+    retry_in_s: float | None = None
+    dead: bool = False
+
+
+class Completer(Loop[int]):
+    """Buffers outcomes and writes them in batches; ``run_once`` flushes and returns the count."""
+
+    def __init__(self, client: Client, metrics: Metrics, *, batch: int, flush_ms: int) -> None:
+        super().__init__("shardq-completer", flush_ms / 1000)
+        self.client, self.metrics, self.batch = client, metrics, batch
+        self._pending: list[Outcome] = []
+        self._lock = threading.Lock()
+
+    def add(self, outcome: Outcome) -> None:
+        """Queue an outcome; a full batch wakes the flusher."""
+        with self._lock:
+            self._pending.append(outcome)
+            full = len(self._pending) >= self.batch
+        if full:
+            self.wake()
+
+    def run_once(self) -> int:
+        """Write every queued outcome (acks with one statement, failures with another)."""
+        with self._lock:
+            outcomes, self._pending = self._pending, []
+        for start in range(0, len(outcomes), self.batch):
+            chunk = outcomes[start:start + self.batch]
+            self._write([o for o in chunk if o.ok], [o for o in chunk if not o.ok])
+        return len(outcomes)
+
+    def delay_after(self, result: int) -> float:
+        """Flush again at once while outcomes keep arriving in full batches."""
+        with self._lock:
+            backlog = len(self._pending)
+        return 0 if backlog >= self.batch else self.interval_s
+
+    def _write(self, acks: list[Outcome], fails: list[Outcome]) -> None:
+        if acks:
+            self._settle(acks, lambda tasks: self.client.ack_many(tasks))
+            for o in acks:
+                self.metrics.acked.labels(o.task.queue).inc()
+        if fails:
+            self._settle(fails, lambda tasks: self.client.nack_many(
+                tasks, [o.error for o in fails], retry_in_s=[o.retry_in_s for o in fails],
+                dead=[o.dead for o in fails]))
+            for o in fails:
+                dead = o.dead or o.task.is_last_attempt
+                (self.metrics.dead if dead else self.metrics.failed).labels(o.task.queue).inc()
+
+    def _settle(self, outcomes: list[Outcome], write: Callable[[list[Task]], None]) -> None:
+        tasks = [o.task for o in outcomes]
+        try:
+            write(tasks)
+        except LeaseLost as lost:
+            for o in outcomes:
+                if o.task.id in lost.task_ids:
+                    self.metrics.lease_lost.labels(o.task.queue).inc()
+            log.warning("%d outcome(s) discarded: lease lost (the tasks will run again)",
+                        len(lost.task_ids))
+        except ShardqError:
+            # The leases will expire and the janitor will put the tasks back.
+            log.exception("writing %d outcome(s) failed; the tasks will run again", len(tasks))

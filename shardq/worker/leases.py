@@ -1,0 +1,84 @@
+"""The leases a worker holds: every claimed task until its outcome is handed on.
+
+The heartbeat extends them all at a fraction of the lease, so a long handler (or a
+task waiting in the prefetch buffer) keeps its lease while the worker is alive.
+When an extension finds a lease lost, the task's handler is told through its
+context (async handlers are cancelled) and its result will be discarded.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from uuid import UUID
+
+from shardq.client import Client
+from shardq.errors import LeaseLost
+from shardq.handler import Context
+from shardq.loop import Loop
+from shardq.task import Task
+from shardq.worker.metrics import Metrics
+
+log = logging.getLogger("shardq.worker")
+
+HEARTBEAT_FRACTION = 3  # extend every lease_s / 3: two heartbeats may fail before expiry
+
+
+class LeaseKeeper(Loop[int]):
+    """Tracks held tasks and extends their leases; ``run_once`` returns how many it extended."""
+
+    def __init__(self, client: Client, lease_s: float, metrics: Metrics) -> None:
+        super().__init__("shardq-heartbeat", lease_s / HEARTBEAT_FRACTION)
+        self.client, self.lease_s, self.metrics = client, lease_s, metrics
+        self._held: dict[UUID, Context] = {}
+        self._lock = threading.Lock()
+
+    def hold(self, tasks: list[Task]) -> list[Context]:
+        """Start tracking freshly claimed tasks; returns their handler contexts."""
+        contexts = [Context(task) for task in tasks]
+        with self._lock:
+            for context in contexts:
+                self._held[context.task.id] = context
+        return contexts
+
+    def let_go(self, context: Context) -> bool:
+        """Stop tracking a task before its outcome is written; False if its lease was lost.
+
+        Takes the lock, so an extension in flight finishes first and the task's
+        address (its exec_time) is final when the outcome is written.
+        """
+        with self._lock:
+            self._held.pop(context.task.id, None)
+        return not context.cancelled
+
+    def held(self) -> list[Context]:
+        """The contexts of every task still held."""
+        with self._lock:
+            return list(self._held.values())
+
+    def run_once(self) -> int:
+        """Extend every held lease to ``lease_s`` from now."""
+        with self._lock:
+            contexts = list(self._held.values())
+            if not contexts:
+                return 0
+            try:
+                self.client.extend_many([c.task for c in contexts], self.lease_s)
+            except LeaseLost as lost:
+                self._lose({i for i in lost.task_ids}, contexts)
+                return len(contexts) - len(lost.task_ids)
+            return len(contexts)
+
+    def _lose(self, ids: set[UUID], contexts: list[Context]) -> None:
+        for context in contexts:
+            if context.task.id not in ids:
+                continue
+            context.lease_lost.set()
+            if context.future is not None:
+                context.future.cancel()
+            self._held.pop(context.task.id, None)
+            self.metrics.lease_lost.labels(context.task.queue).inc()
+            log.warning("lease lost for task %s (queue %s, attempt %d): its result will be "
+                        "discarded", context.task.id, context.task.queue, context.task.attempts,
+                        extra={"task_id": context.task.id, "queue": context.task.queue,
+                               "attempt": context.task.attempts})

@@ -1,0 +1,54 @@
+"""LISTEN for enqueue notifications (PostgreSQL) and wake the claimers of that queue."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+import psycopg
+
+log = logging.getLogger("shardq.worker")
+
+CHANNEL = "shardq"
+RECONNECT_S = 1.0
+IDLE_CHECK_S = 1.0
+
+
+class Listener:
+    """A thread holding one connection that LISTENs on channel ``shardq``.
+
+    Each notification carries a queue name; ``on_notify`` is called with it.  On a
+    lost connection it reconnects after a pause and calls ``on_notify(None)``, since
+    notifications may have been missed; polling covers the gap either way.
+    """
+
+    def __init__(self, dsn: str, queues: set[str], on_notify: Callable[[str | None], None]) -> None:
+        self.dsn, self.queues, self.on_notify = dsn, queues, on_notify
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="shardq-listen", daemon=True)
+        self.heard = 0
+
+    def start(self) -> None:
+        """Start listening."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop listening (within about a second)."""
+        self._stop.set()
+        self._thread.join(timeout=IDLE_CHECK_S * 3)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self.dsn, autocommit=True) as conn:
+                    conn.execute("LISTEN " + CHANNEL)
+                    self.on_notify(None)
+                    while not self._stop.is_set():
+                        for note in conn.notifies(timeout=IDLE_CHECK_S):
+                            if note.payload in self.queues:
+                                self.heard += 1
+                                self.on_notify(note.payload)
+            except psycopg.Error as exc:
+                log.warning("LISTEN connection lost (%s); polling until it is back", exc)
+                self._stop.wait(RECONNECT_S)

@@ -1,0 +1,1 @@
+"""Apps that the worker tests run in real ``shardq consume`` processes."""

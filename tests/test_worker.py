@@ -1,0 +1,193 @@
+"""The ``shardq consume`` daemon, run as a real subprocess against the test database."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.apps import recorder
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def db(databases: Any) -> str:
+    url = databases.create()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(recorder.SETUP)
+    return url
+
+
+@pytest.fixture
+def app_env(db: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """SHARDQ_DSN for the daemon and for the test's own enqueues (recorder.app is lazy)."""
+    monkeypatch.setenv("SHARDQ_DSN", db)
+    env = {**os.environ, "SHARDQ_DSN": db, "PYTHONPATH": str(ROOT)}
+    yield env
+    if recorder.app._client is not None:
+        recorder.app._client.close()
+        recorder.app._client = None
+
+
+class Daemon:
+    def __init__(self, env: dict[str, str], *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "shardq", "consume", "tests.apps.recorder:app", *args],
+            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def signal(self, signum: int = signal.SIGTERM) -> None:
+        self.proc.send_signal(signum)
+
+    def wait(self, timeout: float = 60) -> tuple[int, str]:
+        out, _ = self.proc.communicate(timeout=timeout)
+        return self.proc.returncode, out
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+
+@pytest.fixture
+def daemons() -> Iterator[Callable[..., Daemon]]:
+    started: list[Daemon] = []
+
+    def start(env: dict[str, str], *args: str) -> Daemon:
+        started.append(Daemon(env, *args))
+        return started[-1]
+
+    yield start
+    for d in started:
+        d.kill()
+
+
+def query(url: str, sql: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def wait_for(check: Callable[[], bool], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_every_task_runs_exactly_once(db: str, app_env: dict[str, str],
+                                      daemons: Callable[..., Daemon]) -> None:
+    recorder.record.enqueue_many([(n,) for n in range(1500)])
+    recorder.arecord.enqueue_many([(n,) for n in range(1500, 2000)])
+    daemon = daemons(app_env, "--queue", "work", "--concurrency", "6")
+    wait_for(lambda: query(db, "SELECT count(*) FROM runs")[0][0] >= 1000)
+    recorder.record.enqueue_many([(n,) for n in range(2000, 2500)])  # after start
+    for n in range(2500, 2600):
+        recorder.record.enqueue(n)
+    wait_for(lambda: query(db, "SELECT count(*) FROM shardq.tasks") == [(0,)])
+    daemon.signal()
+    code, out = daemon.wait()
+    assert code == 0, out
+    assert query(db, "SELECT count(*), count(DISTINCT n), min(n), max(n), max(attempt) "
+                     "FROM runs") == [(2600, 2600, 0, 2599, 1)]
+
+
+def test_failures_back_off_then_die(db: str, app_env: dict[str, str],
+                                    daemons: Callable[..., Daemon]) -> None:
+    recorder.flaky.enqueue(1)
+    recorder.retry_later.enqueue(2)
+    recorder.poison.enqueue(3)
+    daemon = daemons(app_env, "--queue", "flaky", "--backoff-base-s", "0.1",
+                     "--backoff-jitter", "0")
+    wait_for(lambda: query(db, "SELECT count(*) FROM shardq.tasks WHERE status = 'dead'")
+             == [(2,)])
+    daemon.signal()
+    assert daemon.wait()[0] == 0
+    runs = query(db, "SELECT n, attempt, started_at FROM runs ORDER BY started_at")
+    flaky = [r for r in runs if r[0] == 1]
+    assert [r[1] for r in flaky] == [1, 2, 3]
+    gaps = [(b[2] - a[2]).total_seconds() for a, b in itertools.pairwise(flaky)]
+    assert gaps[0] >= 0.2 and gaps[1] >= 0.4  # 0.1 s x 2^attempts
+    dead = dict(query(db, "SELECT payload->'args'->>0, last_error FROM shardq.tasks "
+                          "WHERE status = 'dead'"))
+    assert "RuntimeError: flaky 1 failed" in dead["1"]
+    assert "poison message" in dead["3"]
+    assert [r for r in runs if r[0] == 3] and len([r for r in runs if r[0] == 3]) == 1
+    later = query(db, "SELECT status, exec_time - last_requeued_at FROM shardq.tasks "
+                      "WHERE payload->'args'->>0 = '2'")
+    assert later[0][0] == "available" and later[0][1].total_seconds() == 3600
+
+
+def test_heartbeats_keep_a_slow_task(db: str, app_env: dict[str, str],
+                                     daemons: Callable[..., Daemon]) -> None:
+    recorder.slow.enqueue(7, 5.0)  # 5 s of work on a 2 s lease
+    daemon = daemons(app_env, "--queue", "slow", "--janitor-interval-s", "0.2")
+    wait_for(lambda: query(db, "SELECT count(*) FROM shardq.tasks") == [(0,)], timeout=30)
+    daemon.signal()
+    assert daemon.wait()[0] == 0
+    assert query(db, "SELECT n, attempt, outcome FROM runs") == [(7, 1, "ok")]
+
+
+def test_sigterm_loses_nothing_and_leaves_nothing_locked(db: str, app_env: dict[str, str],
+                                                         daemons: Callable[..., Daemon]) -> None:
+    recorder.slow.enqueue_many([(n, 0.3) for n in range(200)])
+    daemon = daemons(app_env, "--queue", "slow", "--concurrency", "4", "--batch", "10",
+                     "--shutdown-grace-s", "10")
+    wait_for(lambda: query(db, "SELECT count(*) FROM runs")[0][0] >= 8)
+    daemon.signal()
+    code, out = daemon.wait()
+    assert code == 0, out
+    assert query(db, "SELECT count(*) FROM shardq.tasks WHERE status <> 'available'") == [(0,)]
+    done = query(db, "SELECT n FROM runs WHERE outcome = 'ok'")
+    left = query(db, "SELECT (payload->'args'->>0)::int FROM shardq.tasks")
+    assert sorted(n for (n,) in done + left) == list(range(200))  # each exactly once
+    assert query(db, "SELECT count(*) FROM shardq.tasks WHERE attempts > 0") == [(0,)]
+
+
+def test_second_signal_exits_at_once(db: str, app_env: dict[str, str],
+                                     daemons: Callable[..., Daemon]) -> None:
+    recorder.slow.enqueue_many([(n, 30.0) for n in range(4)])
+    daemon = daemons(app_env, "--queue", "slow", "--concurrency", "4")
+    wait_for(lambda: query(db, "SELECT count(*) FROM shardq.tasks WHERE status = 'locked'")
+             == [(4,)])
+    daemon.signal()
+    time.sleep(0.5)
+    started = time.monotonic()
+    daemon.signal(signal.SIGINT)
+    code, _ = daemon.wait(timeout=10)
+    assert code == 1 and time.monotonic() - started < 5
+    # The leases are still held; the janitor will recover them once they expire.
+    assert query(db, "SELECT count(*) FROM shardq.tasks WHERE status = 'locked'") == [(4,)]
+
+
+def test_metrics_endpoint(db: str, app_env: dict[str, str],
+                          daemons: Callable[..., Daemon]) -> None:
+    recorder.record.enqueue_many([(n,) for n in range(50)])
+    recorder.flaky.enqueue(99)
+    port = 19464 + os.getpid() % 500
+    daemon = daemons(app_env, "--metrics-port", str(port), "--log-format", "json")
+    wait_for(lambda: query(db, "SELECT count(*) FROM runs")[0][0] >= 51)
+
+    def scrape() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+            return str(resp.read().decode())
+
+    wait_for(lambda: 'shardq_tasks_acked_total{queue="work"} 50.0' in scrape())
+    text = scrape()
+    for name in ("shardq_tasks_claimed_total", "shardq_tasks_failed_total",
+                 "shardq_handler_seconds_bucket", "shardq_claim_batch_fill_bucket",
+                 "shardq_lease_lost_total", "shardq_queue_available"):
+        assert name in text
+    daemon.signal()
+    code, out = daemon.wait()
+    assert code == 0
+    assert '"task_id"' in out and '"queue": "flaky"' in out  # JSON failure lines

@@ -1,0 +1,130 @@
+"""Worker parts in-process: claim scheduling, lease loss, shutdown of prefetched tasks."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import psycopg
+import pytest
+
+import shardq
+from shardq.config import ClientConfig
+from shardq.worker.claimer import FIRST_COOLDOWN_S, Schedule
+from shardq.worker.config import WorkerConfig
+from shardq.worker.daemon import Worker
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_schedule_round_robin_from_offset() -> None:
+    targets = [("q", b) for b in range(4)]
+    schedule = Schedule(targets, offset=2, poll_max_s=1.0, clock=FakeTime())
+    picks = []
+    for _ in range(6):
+        index, wait = schedule.pick()
+        assert wait == 0
+        picks.append(schedule.targets[index][1])
+        schedule.record(index, 5)
+    assert picks == [2, 3, 0, 1, 2, 3]
+
+
+def test_schedule_cools_empty_buckets_and_resets() -> None:
+    clock = FakeTime()
+    schedule = Schedule([("q", 0), ("q", 1)], offset=0, poll_max_s=0.05, clock=clock)
+    i, _ = schedule.pick()
+    schedule.record(i, 0)
+    j, _ = schedule.pick()
+    schedule.record(j, 0)
+    index, wait = schedule.pick()
+    assert index == -1 and wait == pytest.approx(FIRST_COOLDOWN_S)
+    cooldowns = []
+    for _ in range(5):  # doubling, capped at poll_max_s
+        clock.now += 1
+        k, _ = schedule.pick()
+        schedule.record(k, 0)
+        cooldowns.append(schedule._cooldown[k])
+    assert max(cooldowns) == 0.05 and cooldowns == sorted(cooldowns)
+    clock.now += 1
+    for _ in range(2):
+        k, _ = schedule.pick()
+        schedule.record(k, 0)
+    assert schedule.pick()[0] == -1  # both cooling down
+    schedule.reset("q")
+    index, wait = schedule.pick()
+    assert index >= 0 and wait == 0.0
+
+
+def worker_for(dsn: str, app: shardq.App, **settings: Any) -> Worker:
+    client_settings = {k: settings.pop(k) for k in list(settings) if k in ("lease_s",)}
+    return Worker(app, ClientConfig(dsn=dsn, **client_settings),
+                  WorkerConfig(janitors=0, listen=False, **settings))
+
+
+def test_lost_lease_cancels_the_handler_and_drops_its_result(dsn: str, client: shardq.Client,
+                                                            connect: psycopg.Connection[Any]
+                                                            ) -> None:
+    app = shardq.App(dsn)
+    seen: dict[str, Any] = {}
+    started = threading.Event()
+
+    @app.task(queue="lossy")
+    def long_job() -> None:
+        started.set()
+        context = shardq.current()
+        deadline = time.monotonic() + 20
+        while not context.cancelled and time.monotonic() < deadline:
+            time.sleep(0.02)
+        seen["cancelled"] = context.cancelled
+
+    task_id = long_job.enqueue()
+    worker = worker_for(dsn, app, lease_s=0.6)
+    worker.start()
+    try:
+        assert started.wait(10)
+        # Another claim takes over: the token changes under the running handler.
+        connect.execute("UPDATE shardq.tasks SET lease_token = gen_random_uuid()")
+        deadline = time.monotonic() + 10
+        while "cancelled" not in seen and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        worker.stop(grace_s=5)
+    assert seen == {"cancelled": True}
+    info = client.get(task_id)
+    assert info is not None and info.state == "locked"  # not acked by the worker that lost it
+
+
+def test_stop_gives_back_prefetched_tasks_without_penalty(dsn: str, client: shardq.Client,
+                                                          connect: psycopg.Connection[Any]
+                                                          ) -> None:
+    app = shardq.App(dsn)
+    gate = threading.Event()
+
+    @app.task(queue="gated")
+    def wait_for_gate(n: int) -> None:
+        gate.wait(20)
+
+    wait_for_gate.enqueue_many([(n,) for n in range(40)])
+    worker = worker_for(dsn, app, concurrency=2, batch=20, claimers=1)
+    worker.start()
+    deadline = time.monotonic() + 10
+    while client.stats("gated")["locked"] < 20 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert client.stats("gated")["locked"] >= 20
+    stopper = threading.Thread(target=worker.stop, kwargs={"grace_s": 10})
+    stopper.start()
+    time.sleep(0.3)
+    gate.set()
+    stopper.join(15)
+    stats = client.stats("gated")
+    assert stats["locked"] == 0
+    done = 40 - stats["available"] - stats["scheduled"]
+    assert done == 2  # the two running handlers finished; the rest went back
+    assert connect.execute("SELECT max(attempts) FROM shardq.tasks").fetchone() == (0,)
