@@ -5,16 +5,15 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, ParamSpec, TypeVar
-from uuid import UUID
 
 from shardq.client import Client
 from shardq.db import Conn
 from shardq.errors import ConfigError, InvalidTask
-from shardq.task import Task
+from shardq.task import Task, TaskId
 from shardq.validate import queue_name
 
 P = ParamSpec("P")
@@ -60,17 +59,21 @@ class TaskFunction(Generic[P, R]):
         return {"task": self.name, "args": list(args), "kwargs": dict(kwargs)}
 
     def enqueue(self, *args: Any, delay_s: float | None = None, run_at: datetime | None = None,
-                priority: int | None = None, conn: Conn | None = None, **kwargs: Any) -> UUID:
-        """Enqueue one call; ``delay_s``, ``run_at``, ``priority`` and ``conn`` are options."""
+                priority: int | None = None, key: str | None = None, conn: Conn | None = None,
+                **kwargs: Any) -> TaskId:
+        """Enqueue one call; ``delay_s``, ``run_at``, ``priority``, ``key`` and ``conn`` are
+        options (see :meth:`Client.enqueue`), every other argument goes to the function."""
         return self.app.client.enqueue(
             self.queue, self._payload(args, kwargs), delay_s=delay_s, run_at=run_at,
             priority=self.priority if priority is None else priority,
-            max_attempts=self.max_attempts, conn=conn)
+            max_attempts=self.max_attempts, key=key, conn=conn)
 
     def enqueue_many(self, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]], *,
                      delay_s: float | None = None, run_at: datetime | None = None,
-                     priority: int | None = None, conn: Conn | None = None) -> list[UUID]:
-        """Enqueue many calls at once: each a tuple of positional or a dict of keyword args."""
+                     priority: int | None = None, keys: Sequence[str | None] | None = None,
+                     conn: Conn | None = None) -> list[TaskId]:
+        """Enqueue many calls at once: each a tuple of positional or a dict of keyword args
+        (``keys``: one per call, as in :meth:`Client.enqueue_many`)."""
         payloads = []
         for call in calls:
             if isinstance(call, Mapping):
@@ -82,7 +85,7 @@ class TaskFunction(Generic[P, R]):
         return self.app.client.enqueue_many(
             self.queue, payloads, delay_s=delay_s, run_at=run_at,
             priority=self.priority if priority is None else priority,
-            max_attempts=self.max_attempts, conn=conn)
+            max_attempts=self.max_attempts, keys=keys, conn=conn)
 
 
 class App:

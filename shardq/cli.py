@@ -78,6 +78,28 @@ def cmd_task(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dead(args: argparse.Namespace) -> int:
+    """List, retry or purge dead tasks."""
+    with _client(args) as client:
+        if args.action == "list":
+            for info in client.dead(args.queue, limit=args.limit):
+                error = (info.last_error or "").strip().splitlines()
+                print(json.dumps({"id": str(info.id), "died_at": info.exec_time.isoformat(),
+                                  "key": info.key, "attempts": info.attempts,
+                                  "times_requeued": info.times_requeued,
+                                  "last_error": error[-1] if error else None}))
+        elif args.action == "retry":
+            if bool(args.ids) == bool(args.queue):
+                print("shardq: give task ids or --queue", file=sys.stderr)
+                return 2
+            retried = client.retry_dead(args.ids or None, queue=args.queue)
+            print(f"retried {len(retried)} task(s)")
+        else:
+            print(f"purged {client.purge_dead(args.queue, older_than_s=args.older_than_s)} "
+                  "task(s)")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Enqueue and consume a batch of no-op tasks and print the rates."""
     from shardq import demo
@@ -133,6 +155,22 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("task", cmd_task, "one task's state and history")
     p.add_argument("action", choices=["show"])
     p.add_argument("id")
+
+    p = sub.add_parser("dead", help="dead letters: list, retry or purge them")
+    p.set_defaults(handler=cmd_dead)
+    dead = p.add_subparsers(dest="action", required=True)
+    listing = dead.add_parser("list", help="the newest dead tasks of a queue, as JSON lines")
+    listing.add_argument("queue")
+    listing.add_argument("--limit", type=int, default=100)
+    retry = dead.add_parser("retry", help="make dead tasks eligible again, with fresh attempts")
+    retry.add_argument("ids", nargs="*", help="task ids (or --queue for all of a queue)")
+    retry.add_argument("--queue", dest="queue", default=None)
+    purge = dead.add_parser("purge", help="delete a queue's dead tasks")
+    purge.add_argument("queue")
+    purge.add_argument("--older-than-s", type=float, default=0.0,
+                       help="only those dead for longer than this")
+    for action in (listing, retry, purge):
+        add_arguments(action, ClientConfig)
 
     p = command("demo", cmd_demo, "enqueue and consume no-op tasks, print throughput")
     p.add_argument("--tasks", type=int, default=20_000)

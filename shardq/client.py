@@ -11,15 +11,17 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID, uuid4
 
+from psycopg.errors import UniqueViolation
 from psycopg.rows import dict_row
 
-from shardq import embedded, operations, sqlfiles, validate
+from shardq import deadletters, embedded, operations, sqlfiles, validate
+from shardq import keys as keyed
 from shardq.clock import Clock, DatabaseClock
 from shardq.config import ClientConfig, load
 from shardq.db import Conn, Database
 from shardq.errors import ConfigError, SchemaNotReady
 from shardq.janitor import JanitorReport, janitor_pass
-from shardq.task import Task, TaskInfo
+from shardq.task import Task, TaskId, TaskInfo
 
 
 class Client:
@@ -107,38 +109,52 @@ class Client:
 
     def enqueue(self, queue: str, payload: Any, *, delay_s: float | None = None,
                 run_at: datetime | None = None, priority: int = 0,
-                max_attempts: int | None = None, conn: Conn | None = None) -> UUID:
+                max_attempts: int | None = None, key: str | None = None,
+                conn: Conn | None = None) -> TaskId:
         """Add one task and return its id.
 
         ``delay_s``/``run_at`` give a not-before time; ``priority`` is seconds of
-        head start over tasks enqueued up to that long before.  With ``conn`` the
-        task is written in the caller's transaction and rolls back with it.
+        head start over tasks enqueued up to that long before.  With ``key``, tasks
+        of the same key never run at the same time and a re-enqueue of a waiting key
+        updates that task (the returned id's ``coalesced`` says so).  With ``conn``
+        the task is written in the caller's transaction and rolls back with it.
         """
         params = self._placement(queue, delay_s, run_at, priority, max_attempts)
-        params["payload"] = operations.jsonb(
-            validate.payload_json(payload, self.config.max_payload_bytes))
+        text = validate.payload_json(payload, self.config.max_payload_bytes)
+        if key is not None:
+            return keyed.enqueue_rows(self, conn, params, [key], [text])[0]
+        params["payload"] = operations.jsonb(text)
         query = self._query("enqueue")
 
-        def work(c: Conn) -> UUID:
+        def work(c: Conn) -> TaskId:
             row = c.execute(query, params).fetchone()
             assert row is not None
-            return UUID(str(row[0]))
+            return TaskId(row[0])
 
         return self.db.run(work, conn)
 
     def enqueue_many(self, queue: str, payloads: Iterable[Any], *, delay_s: float | None = None,
                      run_at: datetime | None = None, priority: int = 0,
-                     max_attempts: int | None = None, conn: Conn | None = None) -> list[UUID]:
-        """Add many tasks with the same options in one transaction (COPY); return their ids."""
+                     max_attempts: int | None = None, keys: Sequence[str | None] | None = None,
+                     conn: Conn | None = None) -> list[TaskId]:
+        """Add many tasks with the same options in one transaction; return their ids.
+
+        ``keys`` (one per payload, None for unkeyed ones) coalesce like
+        :meth:`enqueue`'s, duplicates within the batch included (the last payload wins).
+        Unkeyed batches are written with COPY.
+        """
         params = self._placement(queue, delay_s, run_at, priority, max_attempts)
         limit = self.config.max_payload_bytes
         texts = [validate.payload_json(p, limit) for p in validate.as_list(payloads, "payloads")]
-        ids = [uuid4() for _ in texts]
+        if keys is not None and any(k is not None for k in
+                                    operations.parallel("keys", keys, len(texts))):
+            return keyed.enqueue_rows(self, conn, params, list(keys), texts)
+        ids = [TaskId(uuid4()) for _ in texts]
         if not texts:
             return ids
         writer = operations.copy_tasks if self.dialect == "postgresql" else operations.insert_tasks
 
-        def work(c: Conn) -> list[UUID]:
+        def work(c: Conn) -> list[TaskId]:
             with c.transaction():
                 writer(c, self._query, params, ids, texts)
             return ids
@@ -177,7 +193,12 @@ class Client:
         params = self._params(queue=queue, bucket=bucket, lease_s=lease)
 
         def work(c: Conn) -> list[Task]:
-            rows = c.cursor(row_factory=dict_row).execute(query, params).fetchall()
+            try:
+                rows = c.cursor(row_factory=dict_row).execute(query, params).fetchall()
+            except UniqueViolation:
+                # Two claims raced for two tasks of one key; tasks_running_keys let one
+                # win.  This bucket is simply tried again later.
+                return []
             return [Task(**row) for row in rows]
 
         return self.db.run(work)
@@ -209,8 +230,18 @@ class Client:
         delays = [validate.seconds("retry_in_s", d) for d in operations.parallel(
             "retry_in_s", retry_in_s, n)]
         kill = [bool(d) for d in operations.parallel("dead", dead, n)]
-        operations.settle(self, "nack_many", tasks,
-                          {"errors": errs, "retry_in_s": delays, "dead": kill})
+        # Keyed tasks that retry merge with their follow-up; the rest are one UPDATE.
+        merge = [i for i, t in enumerate(tasks)
+                 if t.key is not None and not kill[i] and not t.is_last_attempt]
+        operations.settle_split(
+            self, tasks, merge,
+            lambda rest: ("nack_many", {"errors": [errs[i] for i in rest],
+                                        "retry_in_s": [delays[i] for i in rest],
+                                        "dead": [kill[i] for i in rest]}),
+            lambda group: keyed.putback(
+                self, group, run_at=[None] * len(group),
+                delays_s=[delays[i] for i in merge], use_backoff=[delays[i] is None for i in merge],
+                errors=[errs[i] for i in merge], keep_errors=False, attempt_change=0))
 
     def extend(self, task: Task, by_s: float) -> None:
         """Make the lease end ``by_s`` seconds from now (never sooner than it did)."""
@@ -230,9 +261,15 @@ class Client:
                    run_at: datetime | None = None) -> None:
         """Defer many tasks in one statement."""
         delay_s, run_at = validate.schedule(delay_s, run_at)
-        n = len(tasks)
-        operations.settle(self, "requeue_many", tasks,
-                          {"run_ats": [run_at] * n, "delays_s": [delay_s or 0.0] * n})
+        merge = [i for i, t in enumerate(tasks) if t.key is not None]
+        operations.settle_split(
+            self, tasks, merge,
+            lambda rest: ("requeue_many", {"run_ats": [run_at] * len(rest),
+                                           "delays_s": [delay_s or 0.0] * len(rest)}),
+            lambda group: keyed.putback(
+                self, group, run_at=[run_at] * len(group), delays_s=[delay_s] * len(group),
+                use_backoff=[False] * len(group), errors=[None] * len(group), keep_errors=True,
+                attempt_change=-1))
 
     def release(self, task: Task) -> None:
         """Give a task back without penalty, eligible at once."""
@@ -269,6 +306,22 @@ class Client:
             return dict(row) if row else dict(operations.EMPTY_STATS)
 
         return self.db.run(work)
+
+    def dead(self, queue: str, *, limit: int = 100) -> list[TaskInfo]:
+        """The newest dead tasks of ``queue``, with their last error and history."""
+        return deadletters.listing(self, queue, limit)
+
+    def retry_dead(self, ids: Iterable[UUID | str] | None = None, *,
+                   queue: str | None = None) -> list[UUID]:
+        """Make dead tasks eligible now with fresh attempts: those ``ids``, or all of ``queue``.
+
+        Returns the ids retried.  A keyed task whose key has a waiting task stays dead.
+        """
+        return deadletters.retry(self, ids, queue)
+
+    def purge_dead(self, queue: str, *, older_than_s: float = 0) -> int:
+        """Delete ``queue``'s tasks that died more than ``older_than_s`` ago; returns the count."""
+        return deadletters.purge(self, queue, older_than_s)
 
     def run_janitor_once(self) -> JanitorReport:
         """One janitor pass over every bucket: promote due head starts, rescue expired leases."""

@@ -46,6 +46,9 @@ class ClientConfig:
     max_payload_bytes: int = setting(1_048_576, "largest payload, as UTF-8 JSON")
     pool_max_size: int = setting(8, "most database connections this client opens")
     janitor_batch: int = setting(500, "tasks one janitor statement handles at most")
+    dead_retention_s: float | None = setting(
+        None, "the janitor deletes tasks dead for longer than this (none: keep them)"
+    )
     notify: bool = setting(
         True, "NOTIFY listening workers on enqueue, so they start at once (PostgreSQL)"
     )
@@ -53,6 +56,8 @@ class ClientConfig:
     def __post_init__(self) -> None:
         check_positive(self, "lease_s", "max_attempts", "backoff_base_s", "backoff_cap_s",
                         "max_payload_bytes", "pool_max_size", "janitor_batch")
+        if self.dead_retention_s is not None and self.dead_retention_s <= 0:
+            raise ConfigError(f"dead_retention_s must be positive, got {self.dead_retention_s}")
         if not 0 <= self.backoff_jitter < 1:
             raise ConfigError(f"backoff_jitter must be in [0, 1), got {self.backoff_jitter}")
         if self.bucket_count is not None and not 1 <= self.bucket_count <= MAX_BUCKET_COUNT:

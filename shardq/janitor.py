@@ -28,15 +28,17 @@ class JanitorReport:
     """Tasks whose lease expired on their last attempt, now dead."""
     promoted: int = 0
     """Scheduled tasks that became due and got their priority head start."""
+    purged: int = 0
+    """Dead tasks deleted because they were older than the retention."""
 
     def __add__(self, other: JanitorReport) -> JanitorReport:
         return JanitorReport(self.rescued + other.rescued, self.dead + other.dead,
-                             self.promoted + other.promoted)
+                             self.promoted + other.promoted, self.purged + other.purged)
 
     @property
     def total(self) -> int:
         """Rows changed in the pass."""
-        return self.rescued + self.dead + self.promoted
+        return self.rescued + self.dead + self.promoted + self.purged
 
 
 def _drain(client: Client, name: str, bucket: int,
@@ -47,7 +49,8 @@ def _drain(client: Client, name: str, bucket: int,
     report = JanitorReport()
 
     def work(conn: Conn) -> list[tuple[Any, ...]]:
-        return conn.execute(query, client._params(bucket=bucket)).fetchall()
+        params = client._params(bucket=bucket, dead_retention_s=client.config.dead_retention_s)
+        return conn.execute(query, params).fetchall()
 
     while True:
         rows = client.db.run(work)
@@ -65,12 +68,20 @@ def _promoted(rows: list[tuple[Any, ...]]) -> JanitorReport:
     return JanitorReport(promoted=len(rows))
 
 
+def _purged(rows: list[tuple[Any, ...]]) -> JanitorReport:
+    return JanitorReport(purged=len(rows))
+
+
 def janitor_pass(client: Client) -> JanitorReport:
     """One pass over every bucket of the schema."""
     report = JanitorReport()
     for bucket in range(client.bucket_count):
         report += _drain(client, "janitor_promote", bucket, _promoted)
         report += _drain(client, "janitor_rescue", bucket, _rescued)
+        if client.dialect == "postgresql":  # keyed tasks exist on PostgreSQL only
+            report += _drain(client, "janitor_rescue_keyed", bucket, _rescued)
+        if client.config.dead_retention_s is not None:
+            report += _drain(client, "janitor_purge_dead", bucket, _purged)
     return report
 
 

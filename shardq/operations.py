@@ -34,7 +34,7 @@ def jsonb(text: str) -> Jsonb:
 
 
 def _placement(conn: Conn, query: Callable[..., Any], params: dict[str, Any]) -> dict[str, Any]:
-    row = conn.execute(query("placement"), params).fetchone()
+    row = conn.execute(query("placement_one"), params).fetchone()
     assert row is not None
     exec_time, pending, now = row
     return {**params, "exec_time": exec_time, "pending_head_start_s": pending, "now": now}
@@ -78,6 +78,32 @@ def locate(tasks: Sequence[Task]) -> dict[str, list[Any]]:
         "ids": [t.id for t in tasks],
         "tokens": [t.lease_token for t in tasks],
     }
+
+
+def settle_split(client: Client, tasks: Sequence[Task], merge: list[int],
+                 plain: Callable[[list[int]], tuple[str, dict[str, Any]]],
+                 keyed: Callable[[list[Task]], set[UUID]]) -> None:
+    """Settle ``tasks`` in two groups: those at ``merge`` through ``keyed`` (keyed tasks that
+    go back in line), the rest through the statement ``plain`` names for their indexes.
+    Raises LeaseLost once, for the tasks either group did not touch."""
+    tasks = list(tasks)
+    if len({t.id for t in tasks}) != len(tasks):
+        raise InvalidTask("the same task appears twice in one batch")
+    chosen = set(merge)
+    rest = [i for i in range(len(tasks)) if i not in chosen]
+    lost: list[UUID] = []
+    if rest:
+        name, extra = plain(rest)
+        try:
+            settle(client, name, [tasks[i] for i in rest], extra)
+        except LeaseLost as exc:
+            lost += exc.task_ids
+    if merge:
+        group = [tasks[i] for i in merge]
+        done = keyed(group)
+        lost += [t.id for t in group if t.id not in done]
+    if lost:
+        raise LeaseLost(lost)
 
 
 def settle(client: Client, name: str, tasks: Sequence[Task], extra: dict[str, Any]) -> None:

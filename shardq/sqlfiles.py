@@ -37,16 +37,31 @@ def text(name: str, dialect: str = "postgresql") -> str:
     return source.read_text(encoding="utf-8").strip()
 
 
+# Placeholders that stand for another file's text: a fragment composed into the query
+# (fragments may hold placeholders of their own).
+FRAGMENTS = {
+    "placement": "placement",
+    "source": "placement_params",
+    "rows": "rows_unnest",
+    "insert": "insert_rows",
+    "backoff": "backoff",
+    "putback": "putback_keyed",
+    "locate": "locate",
+}
+
+
 @cache
 def query(name: str, dialect: str, bucket: str, limit: int | None = None) -> sql.Composed:
     """Query ``name`` composed for one engine, bucket column and (where used) row limit."""
-    parts: dict[str, sql.Composable] = {
-        "bucket": sql.Identifier(bucket),
-        "placement": sql.SQL(text("placement", dialect)),
-        "backoff": sql.SQL(text("backoff", dialect)),
-    }
-    if limit is not None:
-        parts["limit"] = sql.Literal(int(limit))
     source = text(name, dialect)
-    used = {k: v for k, v in parts.items() if "{" + k + "}" in source}
-    return sql.SQL(source).format(**used)
+    parts: dict[str, sql.Composable] = {
+        placeholder: query(file, dialect, bucket, limit)
+        for placeholder, file in FRAGMENTS.items() if "{" + placeholder + "}" in source
+    }
+    if "{bucket}" in source:
+        parts["bucket"] = sql.Identifier(bucket)
+    if "{limit}" in source:
+        if limit is None:
+            raise ValueError(f"query {name!r} needs a limit")
+        parts["limit"] = sql.Literal(int(limit))
+    return sql.SQL(source).format(**parts)

@@ -28,6 +28,7 @@ class Task:
     max_attempts: int
     priority: int
     enqueued_at: datetime
+    key: str | None = None
 
     @property
     def lease_expires_at(self) -> datetime:
@@ -50,6 +51,7 @@ class TaskInfo:
     status: str
     exec_time: datetime
     payload: Any
+    key: str | None
     priority: int
     pending_head_start_s: int
     attempts: int
@@ -64,3 +66,15 @@ class TaskInfo:
     last_requeued_at: datetime | None
     state: str
     """available, scheduled (available but not yet due), locked or dead."""
+
+
+class TaskId(UUID):
+    """A task id returned by an enqueue; ``coalesced`` is True when the call added no task
+    but updated the waiting task of its key (whose id this is)."""
+
+    __slots__ = ("coalesced",)
+    coalesced: bool
+
+    def __init__(self, value: UUID | str, coalesced: bool = False) -> None:
+        super().__init__(str(value))
+        object.__setattr__(self, "coalesced", coalesced)

@@ -3,5 +3,5 @@ INSERT INTO shardq.tasks
     (queue, payload, exec_time, priority, pending_head_start_s, max_attempts, enqueued_at)
 SELECT %(queue)s, %(payload)s, p.exec_time, %(priority)s, p.pending_head_start_s,
        %(max_attempts)s, p.now
-FROM ({placement}) AS p
+FROM ({source}) AS src CROSS JOIN LATERAL ({placement}) AS p
 RETURNING id

@@ -8,10 +8,5 @@ FROM unnest(%(buckets)s::int2[], %(queues)s::text[], %(exec_times)s::timestamptz
             %(ids)s::uuid[], %(tokens)s::uuid[], %(by_s)s::float8[])
          AS a(bucket, queue, exec_time, id, lease_token, by_s),
      (SELECT coalesce(%(now)s::timestamptz, now()) AS now) AS c
-WHERE t.{bucket} = a.bucket
-  AND t.queue = a.queue
-  AND t.status = 'locked'
-  AND t.exec_time = a.exec_time
-  AND t.id = a.id
-  AND t.lease_token = a.lease_token
+{locate}
 RETURNING t.id, t.exec_time, t.{bucket}

@@ -1,4 +1,6 @@
--- Where a new task stands in line.
+-- Where a new task stands in line, for each row of a source `src` with columns
+-- run_at (timestamptz), delay_s (float8) and priority (int); use it as
+-- a LATERAL subquery joined to that source.
 -- due is its not-before time: run_at, else now + delay_s, else now.
 -- A task that is due now (or was due in the past) stands at due - priority
 -- seconds: a head start over tasks enqueued up to `priority` seconds earlier.
@@ -7,15 +9,14 @@
 -- apply once due: it never runs before run_at.  A negative priority only
 -- moves a task back, so it is applied at once.
 SELECT
-    CASE WHEN d.due > d.now AND %(priority)s > 0
+    CASE WHEN d.due > d.now AND src.priority > 0
          THEN d.due
-         ELSE d.due - %(priority)s * interval '1 second' END AS exec_time,
-    CASE WHEN d.due > d.now AND %(priority)s > 0
-         THEN %(priority)s ELSE 0 END AS pending_head_start_s,
+         ELSE d.due - src.priority * interval '1 second' END AS exec_time,
+    CASE WHEN d.due > d.now AND src.priority > 0
+         THEN src.priority ELSE 0 END AS pending_head_start_s,
     d.now AS now
 FROM (
     SELECT c.now,
-           coalesce(%(run_at)s::timestamptz,
-                    c.now + coalesce(%(delay_s)s::float8, 0) * interval '1 second') AS due
+           coalesce(src.run_at, c.now + coalesce(src.delay_s, 0) * interval '1 second') AS due
     FROM (SELECT coalesce(%(now)s::timestamptz, now()) AS now) AS c
 ) AS d

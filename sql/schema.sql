@@ -9,6 +9,7 @@ CREATE TABLE shardq.tasks (
     exec_time timestamp with time zone DEFAULT now() NOT NULL,
     id uuid DEFAULT gen_random_uuid() NOT NULL,
     payload jsonb NOT NULL,
+    key text,
     priority integer DEFAULT 0 NOT NULL,
     pending_head_start_s integer DEFAULT 0 NOT NULL,
     attempts integer DEFAULT 0 NOT NULL,
@@ -23,6 +24,7 @@ CREATE TABLE shardq.tasks (
     last_requeued_at timestamp with time zone,
     CONSTRAINT tasks_attempts_check CHECK (((attempts >= 0) AND (max_attempts >= 1))),
     CONSTRAINT tasks_head_start_check CHECK ((pending_head_start_s >= 0)),
+    CONSTRAINT tasks_key_check CHECK (((key IS NULL) OR ((length(key) >= 1) AND (length(key) <= 512)))),
     CONSTRAINT tasks_queue_check CHECK ((queue ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$'::text)),
     CONSTRAINT tasks_status_check CHECK ((status = ANY (ARRAY['available'::text, 'locked'::text, 'dead'::text])))
 )
@@ -33,5 +35,9 @@ ALTER TABLE ONLY shardq.tasks
 
 CREATE INDEX tasks_head_starts ON shardq.tasks USING btree (bucket, exec_time) WHERE (pending_head_start_s > 0);
 
-CREATE INDEX tasks_leases ON shardq.tasks USING btree (bucket, exec_time) WHERE (status = 'locked'::text);
+CREATE INDEX tasks_leases ON shardq.tasks USING btree (bucket, exec_time, id) WHERE (status = 'locked'::text);
+
+CREATE UNIQUE INDEX tasks_running_keys ON shardq.tasks USING btree (queue, key) WHERE ((key IS NOT NULL) AND (status = 'locked'::text));
+
+CREATE UNIQUE INDEX tasks_waiting_keys ON shardq.tasks USING btree (queue, key) WHERE ((key IS NOT NULL) AND (status = 'available'::text));
 

@@ -53,18 +53,28 @@ CRDB_QUERIES = (
     "claim",
     "enqueue",
     "enqueue_many",
+    "enqueue_rows",
     "extend_many",
     "get",
     "janitor_promote",
     "janitor_rescue",
     "nack_many",
-    "placement",
+    "dead_list",
+    "dead_retry",
+    "dead_purge",
+    "janitor_purge_dead",
+    "placement_one",
     "requeue_many",
     "schema_info",
     "stats",
 )
-FRAGMENTS = ("backoff",)  # an expression spliced into nack_many and janitor_rescue
-POSTGRESQL_ONLY = ("copy_tasks",)  # binary COPY; CockroachDB batches go through enqueue_many
+# Pieces spliced into other queries: the backoff expression, the placement rule and its
+# row sources, and the coalescing insert.
+FRAGMENTS = ("backoff", "placement", "placement_params", "rows_unnest", "insert_rows", "locate")
+# Binary COPY (CockroachDB batches go through enqueue_many) and NOTIFY; keyed tasks'
+# requeue statements, which modify the table twice in one statement, live in
+# sql/postgresql/ only.
+POSTGRESQL_ONLY = ("copy_tasks",)
 NOT_QUERIES = ("schema",)  # the PostgreSQL schema snapshot, never run by the Client
 COMPOSED = CRDB_QUERIES + FRAGMENTS + POSTGRESQL_ONLY
 CLAIM_LIMIT = 25
@@ -148,7 +158,7 @@ def transactions(script: str) -> list[list[str]]:
 
 
 RERUNNABLE = re.compile(
-    r"^(CREATE (SCHEMA|TABLE|INDEX) IF NOT EXISTS"
+    r"^(CREATE (UNIQUE )?(SCHEMA|TABLE|INDEX) IF NOT EXISTS"
     r"|DROP (SCHEMA|TABLE|INDEX) IF EXISTS"
     r"|ALTER TABLE \S+ CONFIGURE ZONE (USING|DISCARD))\b"
 )
@@ -157,7 +167,8 @@ RERUNNABLE = re.compile(
 def partial_indexes(script: str) -> dict[str, tuple[str, str]]:
     """index name -> (first key column, predicate) of the CREATE INDEX statements."""
     found = re.findall(
-        r"CREATE INDEX IF NOT EXISTS (\w+) ON shardq\.tasks \((\w+), exec_time\) WHERE ([^;]+);",
+        r"CREATE INDEX IF NOT EXISTS (\w+) ON shardq\.tasks \((\w+), exec_time(?:, id)?\) "
+        r"WHERE ([^;]+);",
         script,
     )
     return {name: (column, predicate.strip()) for name, column, predicate in found}
@@ -265,7 +276,8 @@ def test_crdb_gc_ttl_is_shortened(crdb_script: str) -> None:
 
 def test_crdb_each_revision_is_one_ddl_statement_in_its_own_transaction(crdb_script: str) -> None:
     steps = revisions(crdb_script)
-    assert list(steps) == ["->0001", "0001->0002", "0002->0003", "0003->0004", "0004->0005"]
+    assert list(steps) == ["->0001", "0001->0002", "0002->0003", "0003->0004", "0004->0005",
+                           "0005->0006", "0006->0007"]
     for step, ddl in steps.items():
         assert len(ddl) == 1, f"revision {step} has {len(ddl)} DDL statements: {ddl}"
     txs = transactions(crdb_script)
@@ -309,7 +321,7 @@ def test_postgresql_render_has_the_generated_bucket_column(n: int) -> None:
 def test_postgresql_render_has_one_transaction_per_revision() -> None:
     script = render_upgrade("postgresql", 16)
     txs = transactions(script)
-    assert len(txs) == len(revisions(script)) == 5
+    assert len(txs) == len(revisions(script)) == 7
     for tx in txs:
         assert len([s for s in tx if is_ddl(s)]) <= 1, f"one transaction, several DDL: {tx}"
     # 0005 only configures CockroachDB: on PostgreSQL it just moves the version.
@@ -388,8 +400,14 @@ def pglast() -> Any:
 @pytest.mark.parametrize("name", COMPOSED)
 def test_crdb_query_parses_as_one_statement(pglast: Any, name: str) -> None:
     text, _ = for_postgresql_parser(compose(name))
-    if name in FRAGMENTS:
+    if name == "backoff":  # an expression
         text = f"SELECT {text} FROM shardq.tasks AS t"
+    elif name == "locate":  # a WHERE clause over tasks `t` and claimed tasks `a`
+        text = f"SELECT 1 FROM shardq.tasks AS t, shardq.tasks AS a {text}"
+    elif name == "janitor_purge_dead":  # DELETE ... LIMIT is CockroachDB's, not PostgreSQL's
+        text = re.sub(r"\bLIMIT \d+\b", "", text)
+    elif name in FRAGMENTS and name != "insert_rows":  # a subquery
+        text = f"SELECT * FROM ({text}) AS fragment"
     parsed = pglast.parse_sql(text)
     assert len(parsed) == 1
 
@@ -511,3 +529,11 @@ def test_cockroachdb_dsn_is_spoken_as_postgresql() -> None:
     dsn = "cockroachdb://root@127.0.0.1:26257/shardq?sslmode=disable"
     assert db.normalize_dsn(dsn) == "postgresql://root@127.0.0.1:26257/shardq?sslmode=disable"
     assert migrate._crdb("postgresql://root@h:26257/db") == "cockroachdb://root@h:26257/db"
+
+
+def test_no_placeholder_in_a_comment() -> None:
+    """A fragment composed into a `--` comment would comment out its first line."""
+    for path in SQL_DIR.rglob("*.sql"):
+        for line in path.read_text().splitlines():
+            comment = line.partition("--")[2]
+            assert "{" not in comment, f"{path.name}: {line}"

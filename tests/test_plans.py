@@ -88,6 +88,10 @@ def explain(conn: psycopg.Connection[Any], sql_text: str,
 
 
 def assert_bounded_range_scan(plan: list[dict[str, Any]], index: str, claimed: int) -> None:
+    # The keyed-task check is a subplan that runs only for keyed rows: none here.
+    keyed_check = [n for n in plan if n.get("Parent Relationship") == "SubPlan"]
+    assert all(n["Actual Loops"] == 0 for n in keyed_check)
+    plan = [n for n in plan if n.get("Actual Loops", 1) > 0]
     kinds = [n["Node Type"] for n in plan]
     assert "Seq Scan" not in kinds, kinds
     assert "Sort" not in kinds and "Incremental Sort" not in kinds, kinds
@@ -186,3 +190,83 @@ def test_janitor_statements_read_their_partial_index(big: psycopg.Connection[Any
             assert "Seq Scan" not in [n["Node Type"] for n in plan]
             assert "Sort" not in [n["Node Type"] for n in plan]
             assert scan[0]["Actual Rows"] <= 150
+
+
+def held(conn: psycopg.Connection[Any], n: int, bucket: int = 7) -> dict[str, list[Any]]:
+    """The locators of ``n`` locked tasks of one bucket, as ack_many's parameters."""
+    rows = conn.execute(
+        "SELECT bucket, queue, exec_time, id, lease_token FROM shardq.tasks "
+        "WHERE bucket = %s AND status = 'locked' LIMIT %s", (bucket, n)).fetchall()
+    names = ("buckets", "queues", "exec_times", "ids", "tokens")
+    return {name: [r[i] for r in rows] for i, name in enumerate(names)}
+
+
+@pytest.fixture(scope="module")
+def stale(databases: Any) -> Iterator[psycopg.Connection[Any]]:
+    """20k tasks locked since the statistics were taken (when none was)."""
+    url = databases.create()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE shardq.tasks SET (autovacuum_enabled = false)")
+        conn.execute("""INSERT INTO shardq.tasks (queue, payload)
+                        SELECT %s, '{}' FROM generate_series(1, 50000)""", (QUEUE,))
+        conn.execute("VACUUM ANALYZE shardq.tasks")
+        conn.execute("""
+            INSERT INTO shardq.tasks (queue, payload, exec_time, status, lease_token, attempts)
+            SELECT %s, '{}', now() + interval '10 min', 'locked', gen_random_uuid(), 1
+            FROM generate_series(1, 20000)""", (QUEUE,))
+        yield conn
+
+
+@pytest.mark.parametrize("generic", [False, True])
+@pytest.mark.parametrize("name", ["ack_many", "nack_many", "extend_many", "requeue_many"])
+def test_settling_a_batch_probes_each_task(stale: psycopg.Connection[Any], name: str,
+                                           generic: bool) -> None:
+    """With 20k tasks locked, a batch of 100 costs 100 index probes, not a scan of them all."""
+    big = stale
+    params = {**PARAMS, **held(big, 100), "errors": [None] * 100, "retry_in_s": [None] * 100,
+              "dead": [False] * 100, "by_s": [30.0] * 100, "run_ats": [None] * 100,
+              "delays_s": [0.0] * 100}
+    text, names = numbered(composed(big, name, None))
+    statement = f"settle_{name}_{int(generic)}"
+    big.execute(f"PREPARE {statement} AS " + text)
+    args = ", ".join(psycopg.sql.Literal(params[n]).as_string(big) for n in names)
+    try:
+        with big.transaction(force_rollback=True):
+            if generic:
+                big.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            row = big.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
+                              f"EXECUTE {statement}({args})").fetchone()
+    finally:
+        big.execute(f"DEALLOCATE {statement}")
+    assert row is not None
+    plan = list(nodes(row[0][0]["Plan"]))
+    kinds = [n["Node Type"] for n in plan]
+    assert "Seq Scan" not in kinds and "Bitmap Heap Scan" not in kinds and "Hash Join" not in kinds
+    probes = [n for n in plan if n.get("Relation Name") == "tasks"
+              and n["Node Type"] in ("Index Scan", "Index Only Scan")]
+    assert probes and all(n["Actual Rows"] <= 1 for n in probes)  # one task per probe
+    touched = sum(n.get("Shared Hit Blocks", 0) + n.get("Shared Read Blocks", 0) for n in probes)
+    assert touched < 100 * 12  # a few pages per task, whatever the number locked
+
+
+def test_claim_passes_over_follow_ups_only(databases: Any) -> None:
+    """Keyed backlog: a claim reads the follow-ups of running keys, and nothing else."""
+    url = databases.create(bucket_count=1)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("""
+            INSERT INTO shardq.tasks (queue, key, payload, status, exec_time, lease_token)
+            SELECT 'k', 'key' || g, '{}', 'locked', now() + interval '1 min', gen_random_uuid()
+            FROM generate_series(1, 300) AS g""")  # 300 keys running...
+        conn.execute("""
+            INSERT INTO shardq.tasks (queue, key, payload, exec_time)
+            SELECT 'k', 'key' || g, '{}', now() - interval '1 hour' + g * interval '1 s'
+            FROM generate_series(1, 300) AS g""")  # ...each with a follow-up, oldest first
+        conn.execute("""
+            INSERT INTO shardq.tasks (queue, key, payload, exec_time)
+            SELECT 'k', CASE WHEN g % 2 = 0 THEN 'free' || g END, '{}', now() - interval '1 min'
+            FROM generate_series(1, 50000) AS g""")  # claimable: half keyed, half not
+        conn.execute("VACUUM ANALYZE shardq.tasks")
+        plan = explain(conn, composed(conn, "claim"), {**PARAMS, "bucket": 0, "queue": "k"})
+    scan = next(n for n in plan if n.get("Index Name") == "tasks_pkey")
+    assert scan["Actual Rows"] == LIMIT
+    assert scan["Rows Removed by Filter"] == 300  # exactly the follow-ups of running keys

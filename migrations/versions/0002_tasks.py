@@ -32,6 +32,7 @@ COLUMNS = f"""
     exec_time timestamptz NOT NULL DEFAULT now(),
     id uuid NOT NULL DEFAULT gen_random_uuid(),
     payload jsonb NOT NULL,
+    key text,
     priority integer NOT NULL DEFAULT 0,
     pending_head_start_s integer NOT NULL DEFAULT 0,
     attempts integer NOT NULL DEFAULT 0,
@@ -45,6 +46,7 @@ COLUMNS = f"""
     times_requeued integer NOT NULL DEFAULT 0,
     last_requeued_at timestamptz,
     CONSTRAINT tasks_status_check CHECK (status IN ('available', 'locked', 'dead')),
+    CONSTRAINT tasks_key_check CHECK (key IS NULL OR length(key) BETWEEN 1 AND 512),
     CONSTRAINT tasks_queue_check CHECK (queue ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{{0,127}}$'),
     CONSTRAINT tasks_attempts_check CHECK (attempts >= 0 AND max_attempts >= 1),
     CONSTRAINT tasks_head_start_check CHECK (pending_head_start_s >= 0)"""

@@ -1,4 +1,4 @@
--- Claim up to {limit} eligible tasks of one queue from one hash bucket.
+-- Claim a bounded batch of eligible tasks of one queue from one hash bucket.
 -- The subquery's span is [/bucket/queue/'available' - .../now] of the primary
 -- key, read in exec_time order; SKIP LOCKED passes over rows other claimers
 -- hold.  CockroachDB's locks are best-effort under SERIALIZABLE, so the
@@ -19,6 +19,9 @@ FROM (
       AND queue = %(queue)s
       AND status = 'available'
       AND exec_time <= coalesce(%(now)s::timestamptz, now())
+      AND (key IS NULL OR NOT EXISTS (
+          SELECT 1 FROM shardq.tasks AS r
+          WHERE r.queue = %(queue)s AND r.key = tasks.key AND r.status = 'locked'))
     ORDER BY exec_time
     LIMIT {limit}
     FOR UPDATE SKIP LOCKED
@@ -28,4 +31,4 @@ WHERE t.queue = c.queue
   AND t.exec_time = c.exec_time
   AND t.id = c.id
 RETURNING t.id, t.queue, t.{bucket} AS bucket, t.exec_time, t.lease_token, t.payload,
-          t.attempts, t.max_attempts, t.priority, t.enqueued_at
+          t.attempts, t.max_attempts, t.priority, t.enqueued_at, t.key

@@ -1,4 +1,4 @@
--- Put back up to {limit} tasks of one bucket whose lease expired (see the
+-- Put back a bounded batch of tasks of one bucket whose lease expired (see the
 -- PostgreSQL twin); reads the partial index tasks_leases.
 UPDATE shardq.tasks AS t SET
     status = CASE WHEN t.attempts >= t.max_attempts THEN 'dead' ELSE 'available' END,
@@ -14,6 +14,7 @@ FROM (
     WHERE {bucket} = %(bucket)s
       AND status = 'locked'
       AND exec_time <= coalesce(%(now)s::timestamptz, now())
+      AND (key IS NULL OR attempts >= max_attempts)
     ORDER BY exec_time
     LIMIT {limit}
     FOR UPDATE SKIP LOCKED

@@ -1,10 +1,12 @@
--- Claim up to {limit} eligible tasks of one queue from one bucket.
+-- Claim a bounded batch of eligible tasks of one queue from one bucket.
 -- The CTE reads one index range of tasks_pkey, (bucket, queue, 'available',
--- exec_time <= now), in exec_time order, and stops after {limit} rows: locked,
+-- exec_time <= now), in exec_time order, and stops at the limit: locked,
 -- dead and future rows lie outside that range and are never read.  The limit is
 -- a literal so that a prepared (generic) plan knows the scan is small.
 -- MATERIALIZED keeps the planner from merging the CTE into the UPDATE, and the
 -- locked rows are updated through their ctid, with no second index descent.
+-- A keyed task waits while a task of its key runs (its follow-up): the check
+-- probes the small index tasks_running_keys and unkeyed tasks skip it.
 WITH c AS MATERIALIZED (
     SELECT ctid
     FROM shardq.tasks
@@ -12,6 +14,9 @@ WITH c AS MATERIALIZED (
       AND queue = %(queue)s
       AND status = 'available'
       AND exec_time <= coalesce(%(now)s::timestamptz, now())
+      AND (key IS NULL OR NOT EXISTS (
+          SELECT 1 FROM shardq.tasks AS r
+          WHERE r.queue = %(queue)s AND r.key = tasks.key AND r.status = 'locked'))
     ORDER BY exec_time
     LIMIT {limit}
     FOR UPDATE SKIP LOCKED
@@ -30,4 +35,4 @@ UPDATE shardq.tasks AS t SET
 FROM c, clock
 WHERE t.ctid = c.ctid
 RETURNING t.id, t.queue, t.bucket, t.exec_time, t.lease_token, t.payload,
-          t.attempts, t.max_attempts, t.priority, t.enqueued_at
+          t.attempts, t.max_attempts, t.priority, t.enqueued_at, t.key

@@ -6,7 +6,7 @@ WITH ins AS (
         (queue, payload, exec_time, priority, pending_head_start_s, max_attempts, enqueued_at)
     SELECT %(queue)s, %(payload)s, p.exec_time, %(priority)s, p.pending_head_start_s,
            %(max_attempts)s, p.now
-    FROM ({placement}) AS p
+    FROM ({source}) AS src CROSS JOIN LATERAL ({placement}) AS p
     RETURNING id
 )
 SELECT ins.id, (SELECT pg_notify('shardq', %(queue)s) WHERE %(notify)s) AS notified

@@ -1,12 +1,15 @@
--- Put back up to {limit} tasks of one bucket whose lease expired: with
+-- Put back a bounded batch of tasks of one bucket whose lease expired: with
 -- exponential backoff, or dead once they used up max_attempts (the claim that
 -- leased them counted the attempt).  Reads the partial index tasks_leases.
+-- Keyed tasks that will retry are left to janitor_rescue_keyed, which merges
+-- them with their follow-up.
 WITH c AS MATERIALIZED (
     SELECT ctid
     FROM shardq.tasks
     WHERE bucket = %(bucket)s
       AND status = 'locked'
       AND exec_time <= coalesce(%(now)s::timestamptz, now())
+      AND (key IS NULL OR attempts >= max_attempts)
     ORDER BY exec_time
     LIMIT {limit}
     FOR UPDATE SKIP LOCKED

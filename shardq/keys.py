@@ -1,0 +1,97 @@
+"""Keyed tasks: one execution per (queue, key) at a time, re-enqueues coalesced.
+
+The database enforces the rules with two unique partial indexes: at most one
+waiting (available) task per key, and at most one running (locked) one.  A key
+enqueued while its task waits updates that task (latest payload, earlier place in
+line); enqueued while its task runs, it adds the one follow-up, which claims pass
+over until the running task is gone.  A running keyed task that goes back in line
+(retry, release, defer, expired lease) merges with its follow-up: the follow-up's
+id and payload (the latest enqueued) with the returning task's place in line,
+attempts and history.  Unkeyed tasks never touch any of this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+from uuid import UUID, uuid4
+
+from shardq.db import Conn
+from shardq.errors import ConfigError, InvalidTask
+from shardq.task import Task, TaskId
+
+if TYPE_CHECKING:
+    from shardq.client import Client
+
+MAX_KEY_CHARS = 512
+
+
+def check_key(key: object) -> str:
+    """A key: a non-empty string of at most 512 characters."""
+    if not isinstance(key, str) or not 1 <= len(key) <= MAX_KEY_CHARS:
+        raise InvalidTask(f"a key must be a string of 1 to {MAX_KEY_CHARS} characters, "
+                          f"got {key!r}")
+    return key
+
+
+def require_postgresql(client: Client) -> None:
+    """Keyed tasks need statements that modify the table twice (PostgreSQL only)."""
+    if client.dialect != "postgresql":
+        raise ConfigError("keyed tasks need PostgreSQL: on CockroachDB a statement cannot "
+                          "modify the tasks table twice, which merging a retry needs")
+
+
+def enqueue_rows(client: Client, conn: Conn | None, params: dict[str, Any],
+                 keys: Sequence[str | None], payloads: Sequence[Any]) -> list[TaskId]:
+    """Insert tasks as rows (coalescing keyed ones); one TaskId per input, in order.
+
+    Inputs sharing a key collapse into one row first (the last payload wins), so
+    the statement meets each key once.
+    """
+    require_postgresql(client)
+    last: dict[str, int] = {}
+    for i, key in enumerate(keys):
+        if key is not None:
+            last[check_key(key)] = i
+    kept = [i for i, key in enumerate(keys) if key is None or last[key] == i]
+    ids = {i: uuid4() for i in kept}
+    query = client._query("enqueue_rows")
+    rows = {**params, "ids": [ids[i] for i in kept], "keys": [keys[i] for i in kept],
+            "payloads": [payloads[i] for i in kept]}
+
+    def work(c: Conn) -> dict[str, UUID]:
+        # Each returned row is (task id, key); a key's id differs from the one sent
+        # when the row was coalesced into the key's waiting task.
+        return {key: got for got, key, *_ in c.execute(query, rows).fetchall() if key}
+
+    by_key = client.db.run(work, conn)
+    out: list[TaskId] = []
+    for i, key in enumerate(keys):
+        if key is None:
+            out.append(TaskId(ids[i]))
+        else:
+            survivor = last[key]
+            out.append(TaskId(by_key[key], coalesced=i != survivor
+                              or by_key[key] != ids[survivor]))
+    return out
+
+
+def putback(client: Client, tasks: Sequence[Task], *, run_at: Sequence[Any],
+            delays_s: Sequence[float | None], use_backoff: Sequence[bool],
+            errors: Sequence[str | None], keep_errors: bool,
+            attempt_change: int) -> set[UUID]:
+    """Put claimed keyed tasks back in line (merging follow-ups); returns the ids done."""
+    require_postgresql(client)
+    n = len(tasks)
+    params = client._params(
+        buckets=[t.bucket for t in tasks], queues=[t.queue for t in tasks],
+        exec_times=[t.exec_time for t in tasks], ids=[t.id for t in tasks],
+        tokens=[t.lease_token for t in tasks], run_ats=list(run_at), delays_s=list(delays_s),
+        use_backoff=list(use_backoff), errors=list(errors), keep_errors=[keep_errors] * n,
+        attempt_changes=[attempt_change] * n)
+    query = client._query("requeue_keyed")
+
+    def work(c: Conn) -> set[UUID]:
+        return {row[0] for row in c.execute(query, params).fetchall()}
+
+    return client.db.run(work)

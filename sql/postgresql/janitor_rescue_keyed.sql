@@ -1,0 +1,27 @@
+-- Put back a bounded batch of expired keyed tasks of one bucket that will retry,
+-- merged with their key's follow-up if one waits (putback_keyed).  Keyed tasks
+-- on their last attempt die in janitor_rescue like any other.
+WITH c AS MATERIALIZED (
+    SELECT ctid
+    FROM shardq.tasks
+    WHERE bucket = %(bucket)s
+      AND status = 'locked'
+      AND exec_time <= coalesce(%(now)s::timestamptz, now())
+      AND key IS NOT NULL
+      AND attempts < max_attempts
+    ORDER BY exec_time
+    LIMIT {limit}
+    FOR UPDATE SKIP LOCKED
+), clock AS (
+    SELECT coalesce(%(now)s::timestamptz, now()) AS now
+), x AS (
+    DELETE FROM shardq.tasks AS t
+    USING c, clock
+    WHERE t.ctid = c.ctid
+    RETURNING t.*, clock.now, clock.now + {backoff} AS next_time,
+        t.attempts AS attempts_after,
+        'lease expired: the worker stopped or overran its lease'::text AS error
+), ins AS (
+    {putback}
+)
+SELECT x.id, 'available' FROM x
