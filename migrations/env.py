@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 
 from alembic import context
-from sqlalchemy import create_engine, pool
+from sqlalchemy import create_engine, pool, text
 
 VERSION_TABLE = "shardq_alembic_version"
 DEFAULT_BUCKET_COUNT = 16
@@ -59,7 +59,34 @@ def _bucket_count() -> int:
     return count
 
 
-context.config.attributes["bucket_count"] = _bucket_count()
+def _bucket_column() -> str:
+    """The column revisions index buckets by: PostgreSQL's ``bucket``, or CockroachDB's
+    hidden shard column (the primary key's columns sorted by name), read from the
+    table when it exists, since its bucket count may differ from this run's setting."""
+    if context.get_context().dialect.name != "cockroachdb":
+        return "bucket"
+    count = context.config.attributes["bucket_count"]
+    configured = f"crdb_internal_exec_time_id_queue_status_shard_{count}"
+    if context.is_offline_mode():
+        return configured
+    found = context.get_bind().execute(text(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = 'shardq' "
+        "AND table_name = 'tasks' AND column_name LIKE 'crdb_internal_%shard_%'"
+    )).scalars().all()
+    return str(found[0]) if len(found) == 1 else configured
+
+
+def _drop_index(name: str) -> str:
+    """DROP INDEX for an index of shardq.tasks, in the engine's syntax."""
+    if context.get_context().dialect.name == "cockroachdb":
+        return f"DROP INDEX IF EXISTS shardq.tasks@{name}"
+    return f"DROP INDEX IF EXISTS shardq.{name}"
+
+
+# What revisions ask of the environment.
+context.config.attributes.update(
+    bucket_count=_bucket_count(), bucket_column=_bucket_column, drop_index=_drop_index
+)
 
 
 def run_migrations_offline() -> None:

@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import sys
+import time
 from collections.abc import Callable, Sequence
 
 from shardq import embedded, migrate
@@ -42,7 +43,7 @@ def cmd_janitor(args: argparse.Namespace) -> int:
         janitor.start()
         try:
             while janitor.running:
-                janitor._stop.wait(3600)
+                time.sleep(1)
         except KeyboardInterrupt:
             pass
         finally:

@@ -44,6 +44,7 @@ FRAGMENTS = {
     "source": "placement_params",
     "rows": "rows_unnest",
     "insert": "insert_rows",
+    "insert_one": "insert_one",
     "backoff": "backoff",
     "putback": "putback_keyed",
     "locate": "locate",

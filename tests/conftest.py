@@ -13,8 +13,10 @@ import shutil
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -111,6 +113,27 @@ def client(dsn: str) -> Iterator[shardq.Client]:
         conn.execute("TRUNCATE shardq.tasks")
     with shardq.Client(dsn) as c:
         yield c
+
+
+@pytest.fixture
+def clock() -> shardq.ManualClock:
+    """A manual clock, for tests that drive time (leases, backoff, schedules) themselves."""
+    return shardq.ManualClock(datetime(2030, 1, 1, 12, 0, tzinfo=UTC))
+
+
+@pytest.fixture
+def clocked(client: shardq.Client, dsn: str,
+            clock: shardq.ManualClock) -> Iterator[Callable[..., shardq.Client]]:
+    """Opens Clients on the emptied shared database that use ``clock``, with given settings."""
+    opened: list[shardq.Client] = []
+
+    def open_client(**settings: Any) -> shardq.Client:
+        opened.append(shardq.Client(dsn, clock=clock, **settings))
+        return opened[-1]
+
+    yield open_client
+    for c in opened:
+        c.close()
 
 
 @pytest.fixture

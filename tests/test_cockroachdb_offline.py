@@ -70,7 +70,8 @@ CRDB_QUERIES = (
 )
 # Pieces spliced into other queries: the backoff expression, the placement rule and its
 # row sources, and the coalescing insert.
-FRAGMENTS = ("backoff", "placement", "placement_params", "rows_unnest", "insert_rows", "locate")
+FRAGMENTS = ("backoff", "placement", "placement_params", "rows_unnest", "insert_rows", "locate",
+             "insert_one")
 # Binary COPY (CockroachDB batches go through enqueue_many) and NOTIFY; keyed tasks'
 # requeue statements, which modify the table twice in one statement, live in
 # sql/postgresql/ only.
@@ -406,7 +407,7 @@ def test_crdb_query_parses_as_one_statement(pglast: Any, name: str) -> None:
         text = f"SELECT 1 FROM shardq.tasks AS t, shardq.tasks AS a {text}"
     elif name == "janitor_purge_dead":  # DELETE ... LIMIT is CockroachDB's, not PostgreSQL's
         text = re.sub(r"\bLIMIT \d+\b", "", text)
-    elif name in FRAGMENTS and name != "insert_rows":  # a subquery
+    elif name in FRAGMENTS and name not in ("insert_rows", "insert_one"):  # a subquery
         text = f"SELECT * FROM ({text}) AS fragment"
     parsed = pglast.parse_sql(text)
     assert len(parsed) == 1

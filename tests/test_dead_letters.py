@@ -6,8 +6,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from datetime import UTC, datetime
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -18,14 +17,8 @@ from shardq import Client, ManualClock
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(datetime(2034, 2, 1, tzinfo=UTC))
-
-
-@pytest.fixture
-def timed(client: Client, dsn: str, clock: ManualClock) -> Iterator[Client]:
-    with shardq.Client(dsn, clock=clock) as c:
-        yield c
+def timed(clocked: Callable[..., Client]) -> Client:
+    return clocked()
 
 
 def bury(client: Client, queue: str, n: int, error: str = "boom",

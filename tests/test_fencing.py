@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import UTC, datetime
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -14,14 +13,8 @@ from shardq import Client, LeaseLost, ManualClock
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(datetime(2032, 3, 1, tzinfo=UTC))
-
-
-@pytest.fixture
-def timed(client: Client, dsn: str, clock: ManualClock) -> Iterator[Client]:
-    with shardq.Client(dsn, clock=clock, backoff_base_s=0.5, backoff_jitter=0) as c:
-        yield c
+def timed(clocked: Callable[..., Client]) -> Client:
+    return clocked(backoff_base_s=0.5, backoff_jitter=0)
 
 
 def reclaimed(client: Client, clock: ManualClock) -> tuple[shardq.Task, shardq.Task]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,15 +15,8 @@ from shardq import Client, JanitorReport, ManualClock
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(datetime(2031, 6, 1, tzinfo=UTC))
-
-
-@pytest.fixture
-def timed(client: Client, dsn: str, clock: ManualClock) -> Iterator[Client]:
-    with shardq.Client(dsn, clock=clock, backoff_base_s=2, backoff_cap_s=100,
-                       backoff_jitter=0.25) as c:
-        yield c
+def timed(clocked: Callable[..., Client]) -> Client:
+    return clocked(backoff_base_s=2, backoff_cap_s=100, backoff_jitter=0.25)
 
 
 def claim_everything(client: Client, queue: str = "q", lease_s: float = 10) -> list[shardq.Task]:

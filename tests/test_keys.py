@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -14,14 +14,8 @@ from shardq import Client, ManualClock
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(datetime(2033, 5, 1, tzinfo=UTC))
-
-
-@pytest.fixture
-def timed(client: Client, dsn: str, clock: ManualClock) -> Iterator[Client]:
-    with shardq.Client(dsn, clock=clock, backoff_base_s=1, backoff_jitter=0) as c:
-        yield c
+def timed(clocked: Callable[..., Client]) -> Client:
+    return clocked(backoff_base_s=1, backoff_jitter=0)
 
 
 def claim_all(client: Client, queue: str = "p", lease_s: float = 30) -> list[shardq.Task]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,15 +14,9 @@ from shardq import Client, ManualClock
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(datetime(2030, 1, 1, 12, 0, tzinfo=UTC))
-
-
-@pytest.fixture
-def timed(client: Client, dsn: str, clock: ManualClock) -> Iterator[Client]:
-    """A client whose statements use the manual clock; one bucket's worth of claims at a time."""
-    with shardq.Client(dsn, clock=clock) as c:
-        yield c
+def timed(clocked: Callable[..., Client]) -> Client:
+    """A client whose statements use the manual clock."""
+    return clocked()
 
 
 def drain(client: Client, queue: str) -> list[Any]:

@@ -9,7 +9,7 @@ waiting task beside its running one: the follow-up, which claims pass over until
 the running task is gone.  Unkeyed tasks never enter this index.
 """
 
-from alembic import op
+from alembic import context, op
 
 revision = "0006"
 down_revision = "0005"
@@ -25,7 +25,4 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    if op.get_context().dialect.name == "cockroachdb":
-        op.execute("DROP INDEX IF EXISTS shardq.tasks@tasks_waiting_keys")
-    else:
-        op.execute("DROP INDEX IF EXISTS shardq.tasks_waiting_keys")
+    op.execute(context.config.attributes["drop_index"]("tasks_waiting_keys"))

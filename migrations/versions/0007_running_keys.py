@@ -7,7 +7,7 @@ A claim that would lock a second task of a key fails on this index instead of
 running it in parallel.  Unkeyed tasks never enter it.
 """
 
-from alembic import op
+from alembic import context, op
 
 revision = "0007"
 down_revision = "0006"
@@ -23,7 +23,4 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    if op.get_context().dialect.name == "cockroachdb":
-        op.execute("DROP INDEX IF EXISTS shardq.tasks@tasks_running_keys")
-    else:
-        op.execute("DROP INDEX IF EXISTS shardq.tasks_running_keys")
+    op.execute(context.config.attributes["drop_index"]("tasks_running_keys"))

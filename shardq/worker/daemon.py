@@ -7,7 +7,6 @@ the grace period, writes every outcome, and gives back what is still running.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import queue as queue_module
 import random
@@ -61,11 +60,14 @@ class Worker:
         queues = [queue_name(q) for q in (config.queue or app.queues)]
         if not queues:
             raise ConfigError("nothing to consume: the app has no tasks and no --queue was given")
-        needed = (config.claimers or 8) + config.janitors + 5
-        if client_config.pool_max_size < needed:
-            client_config = dataclasses.replace(client_config, pool_max_size=needed)
         self.client = Client(config=client_config, clock=clock)
         app.use_client(self.client)
+        # One connection per claimer and janitor, plus the lease keeper, the completer,
+        # the stats sampler and handlers that enqueue.
+        claimers = config.claimers or max(1, self.client.bucket_count // 2)
+        needed = claimers + config.janitors + 5
+        if client_config.pool_max_size < needed:
+            self.client.db.pool.resize(min_size=1, max_size=needed)
         self.queues = queues
         self.metrics = Metrics()
         self.buffer: queue_module.Queue[Context] = queue_module.Queue()
@@ -88,7 +90,7 @@ class Worker:
     def _claimers(self, queues: list[str], leases: dict[str, float]) -> list[Claimer]:
         n_buckets = self.client.bucket_count
         targets = [(q, b) for b in range(n_buckets) for q in queues]
-        count = self.config.claimers or max(1, n_buckets // 2)
+        count = self.config.claimers or max(1, n_buckets // 2)  # the seed's advice
         base = random.randrange(len(targets))
         capacity = max(self.config.batch, self.config.concurrency)
         return [Claimer(f"shardq-claimer-{i}", self.client,
