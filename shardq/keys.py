@@ -53,7 +53,10 @@ def enqueue_rows(client: Client, conn: Conn | None, params: dict[str, Any],
     for i, key in enumerate(keys):
         if key is not None:
             last[check_key(key)] = i
-    kept = [i for i, key in enumerate(keys) if key is None or last[key] == i]
+    # One row per key, in key order: concurrent batches then lock the waiting rows
+    # they coalesce into in the same order, so they cannot deadlock.
+    kept = sorted((i for i, key in enumerate(keys) if key is None or last[key] == i),
+                  key=lambda i: (keys[i] is None, keys[i] or ""))
     ids = {i: uuid4() for i in kept}
     query = client._query("enqueue_rows")
     rows = {**params, "ids": [ids[i] for i in kept], "keys": [keys[i] for i in kept],

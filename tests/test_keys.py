@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -167,3 +168,25 @@ def test_bad_keys(client: Client, connect: psycopg.Connection[Any]) -> None:
     with pytest.raises(shardq.InvalidTask):
         client.enqueue_many("p", [{}, {}], keys=["a"])
     assert connect.execute("SELECT count(*) FROM shardq.tasks").fetchone() == (0,)
+
+
+def test_concurrent_batches_of_the_same_keys_never_deadlock(dsn: str, client: Client) -> None:
+    keys = [f"k{i}" for i in range(200)]
+    errors: list[BaseException] = []
+
+    def produce(order: list[str]) -> None:
+        try:
+            with shardq.Client(dsn) as c:
+                for round_ in range(15):
+                    c.enqueue_many("p", [{"r": round_}] * len(order), keys=order)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=produce, args=(order,))
+               for order in (keys, keys[::-1], keys[100:] + keys[:100], keys[::-1])]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert client.stats("p")["available"] == len(keys)
