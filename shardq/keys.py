@@ -85,6 +85,12 @@ def putback(client: Client, tasks: Sequence[Task], *, run_at: Sequence[Any],
             attempt_change: int) -> set[UUID]:
     """Put claimed keyed tasks back in line (merging follow-ups); returns the ids done."""
     require_postgresql(client)
+    # Key order, as in enqueue_rows, so a batch and a concurrent enqueue batch lock the
+    # follow-ups they share in the same order.
+    order = sorted(range(len(tasks)), key=lambda i: tasks[i].key or "")
+    tasks = [tasks[i] for i in order]
+    run_at, delays_s = [run_at[i] for i in order], [delays_s[i] for i in order]
+    use_backoff, errors = [use_backoff[i] for i in order], [errors[i] for i in order]
     n = len(tasks)
     params = client._params(
         buckets=[t.bucket for t in tasks], queues=[t.queue for t in tasks],
