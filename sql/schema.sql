@@ -2,6 +2,11 @@
 -- A snapshot for review and for the drift test; the migrations are what create it.
 CREATE SCHEMA shardq;
 
+CREATE TABLE shardq.spark_ledger (
+    id uuid NOT NULL,
+    merged_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
 CREATE TABLE shardq.tasks (
     bucket smallint GENERATED ALWAYS AS (mod(((get_byte(uuid_send(id), 14) * 256) + get_byte(uuid_send(id), 15)), 16)) STORED NOT NULL,
     queue text NOT NULL,
@@ -29,6 +34,9 @@ CREATE TABLE shardq.tasks (
     CONSTRAINT tasks_status_check CHECK ((status = ANY (ARRAY['available'::text, 'locked'::text, 'dead'::text])))
 )
 WITH (fillfactor='90', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='20000', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_delay='0');
+
+ALTER TABLE ONLY shardq.spark_ledger
+    ADD CONSTRAINT spark_ledger_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY shardq.tasks
     ADD CONSTRAINT tasks_pkey PRIMARY KEY (bucket, queue, status, exec_time, id);

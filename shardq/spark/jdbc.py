@@ -1,0 +1,141 @@
+"""JDBC URLs and writer options for Spark's JDBC data source (no Spark needed here).
+
+PostgreSQL and CockroachDB both speak through pgjdbc (``org.postgresql.Driver``); what
+differs is how the writer batches and commits:
+
+- PostgreSQL: each partition is one transaction (a failed Spark task rolls back what
+  it wrote), batches of :data:`POSTGRESQL_BATCH_SIZE` rows.
+- CockroachDB: batches of 128 rows (pgjdbc rewrites batches into multi-row INSERTs in
+  powers of two, and CockroachDB's pgjdbc guidance is 128), each committed on its own
+  (``isolationLevel=NONE``): an implicit single-statement transaction that CockroachDB
+  retries itself on contention.  A Spark task that still fails is retried by Spark
+  (``spark.task.maxFailures``) and writes its partition again, so use
+  ``mode="idempotent"`` where a task must never be written twice.
+
+Common to both: ``stringtype=unspecified`` (strings reach uuid and jsonb columns as
+untyped literals the server casts) and ``reWriteBatchedInserts=true``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
+
+from shardq.errors import ConfigError
+
+DRIVER = "org.postgresql.Driver"
+# Rows per executeBatch on PostgreSQL; bench/spark_insert.py measured 1,000 to 20,000
+# (see bench/results/spark_insert.md): past a few thousand the rate is flat.
+POSTGRESQL_BATCH_SIZE = 5000
+# CockroachDB: pgjdbc's rewrite works in powers of two up to 128 rows a statement.
+COCKROACHDB_BATCH_SIZE = 128
+
+# libpq URL parameters that pgjdbc knows under another name (or the same one).
+_LIBPQ_TO_JDBC = {
+    "sslmode": "sslmode",
+    "sslrootcert": "sslrootcert",
+    "sslcert": "sslcert",
+    "sslkey": "sslkey",
+    "sslpassword": "sslpassword",
+    "application_name": "ApplicationName",
+    "connect_timeout": "connectTimeout",
+    "options": "options",
+    "target_session_attrs": "targetServerType",
+}
+_JDBC_TO_LIBPQ = {v: k for k, v in _LIBPQ_TO_JDBC.items()}
+_SCHEMES = ("postgresql", "postgres", "cockroachdb")
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where Spark writes: a JDBC URL, its connection properties, and the engine."""
+
+    jdbc_url: str
+    properties: dict[str, str]
+    dialect: str
+
+
+def jdbc_target(url: str) -> Target:
+    """Turn a libpq URL (``postgresql://user:pass@host:port/db?sslmode=...``) into a JDBC URL
+    and properties; ``cockroachdb://`` marks the engine as CockroachDB.
+
+    A ``jdbc:postgresql://`` URL is taken as it is (user and password may sit in its
+    query string).  Unix-socket URLs are refused: JDBC speaks TCP only.
+    """
+    if url.startswith("jdbc:"):
+        if not url.startswith("jdbc:postgresql://"):
+            raise ConfigError(f"only jdbc:postgresql:// URLs are supported, got {url[:20]!r}")
+        return Target(url, {}, "postgresql")
+    parts = urlsplit(url)
+    scheme = parts.scheme.split("+")[0]
+    if scheme not in _SCHEMES:
+        raise ConfigError(f"a database URL must start with postgresql:// or cockroachdb://, "
+                          f"got {parts.scheme or url[:20]!r}")
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    if query.pop("host", "").startswith("/") or not parts.hostname:
+        raise ConfigError("Spark's JDBC writer needs a TCP address (host:port); "
+                          "a unix-socket URL cannot be used")
+    properties: dict[str, str] = {}
+    if parts.username:
+        properties["user"] = unquote(parts.username)
+    if parts.password is not None:
+        properties["password"] = unquote(parts.password)
+    for name in ("user", "password"):
+        if name in query:
+            properties[name] = query.pop(name)
+    params = {_LIBPQ_TO_JDBC.get(k, k): v for k, v in query.items()}
+    host = parts.netloc.rpartition("@")[2]
+    database = parts.path.lstrip("/") or properties.get("user", "postgres")
+    jdbc = f"jdbc:postgresql://{host}/{quote(unquote(database), safe='')}"
+    if params:
+        jdbc += "?" + urlencode(params)
+    return Target(jdbc, properties, "cockroachdb" if scheme == "cockroachdb" else "postgresql")
+
+
+def libpq_url(jdbc_url: str, properties: Mapping[str, str] | None = None) -> str:
+    """The libpq URL (for psycopg) of a ``jdbc:postgresql://`` URL and its properties."""
+    if not jdbc_url.startswith("jdbc:postgresql://"):
+        raise ConfigError(f"not a jdbc:postgresql:// URL: {jdbc_url[:20]!r}")
+    parts = urlsplit(jdbc_url[len("jdbc:"):])
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    query.update(properties or {})
+    user, password = query.pop("user", None), query.pop("password", None)
+    auth = ""
+    if user:
+        auth = quote(user, safe="") + (f":{quote(password, safe='')}" if password else "") + "@"
+    params = {_JDBC_TO_LIBPQ[k]: v for k, v in query.items() if k in _JDBC_TO_LIBPQ}
+    out = f"postgresql://{auth}{parts.netloc}{parts.path}"
+    return out + ("?" + urlencode(params) if params else "")
+
+
+def writer_options(target: Target, table: str, *, dialect: str | None = None,
+                   batch_size: int | None = None,
+                   extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The options of ``df.write.format("jdbc")`` that append rows to ``table``.
+
+    ``dialect`` (default: the target's) picks the batch size and commit mode;
+    ``extra`` options are applied last and win.
+    """
+    engine = dialect or target.dialect
+    if engine not in ("postgresql", "cockroachdb"):
+        raise ConfigError(f"unknown dialect {engine!r}")
+    crdb = engine == "cockroachdb"
+    size = batch_size or (COCKROACHDB_BATCH_SIZE if crdb else POSTGRESQL_BATCH_SIZE)
+    if size < 1:
+        raise ConfigError(f"batch_size must be positive, got {size}")
+    options = {
+        "url": target.jdbc_url,
+        "dbtable": table,
+        "driver": DRIVER,
+        **target.properties,
+        "stringtype": "unspecified",
+        "reWriteBatchedInserts": "true",
+        "batchsize": str(size),
+        # PostgreSQL: one transaction per partition.  CockroachDB: every batch commits
+        # alone, as an implicit transaction the server retries on contention.
+        "isolationLevel": "NONE" if crdb else "READ_COMMITTED",
+        "ApplicationName": "shardq-spark",
+    }
+    options.update(extra or {})
+    return options

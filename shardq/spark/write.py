@@ -1,0 +1,199 @@
+"""``write_tasks``: from a Spark DataFrame to tasks in shardq.tasks through Spark's JDBC writer."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from shardq.config import ClientConfig, load
+from shardq.db import Database
+from shardq.errors import ConfigError
+from shardq.spark import frame, merge
+from shardq.spark.jdbc import jdbc_target, libpq_url, writer_options
+
+MODES = ("append", "idempotent")
+TASKS_TABLE = "shardq.tasks"
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What :func:`write_tasks` did.
+
+    ``path`` is ``"direct"`` (rows appended to shardq.tasks as they were) or ``"staged"``
+    (written to a staging table, then merged).  For a staged write: ``staged`` rows
+    Spark wrote (a retried Spark task may have written some twice), ``tasks`` the merge
+    inserted or coalesced into a waiting task of their key, and in idempotent mode
+    ``fresh``, the distinct ids the ledger had not seen (rows whose id it had seen
+    were skipped).  A direct write counts nothing (that would cost Spark another pass).
+    """
+
+    mode: str
+    path: str
+    staged: int | None = None
+    tasks: int | None = None
+    fresh: int | None = None
+
+
+def write_tasks(df: Any, *, url: str | None = None, dsn: str | None = None,
+                queue: frame.ColumnLike, payload: frame.ColumnLike | Sequence[str],
+                run_at: frame.ColumnLike | None = None,
+                priority: frame.ColumnLike | int | None = None,
+                key: frame.ColumnLike | None = None,
+                max_attempts: frame.ColumnLike | int | None = None,
+                mode: str = "append", batch_size: int | None = None,
+                num_partitions: int | None = None, id_columns: Sequence[str] | None = None,
+                id_namespace: uuid.UUID | None = None,
+                jdbc_options: Mapping[str, str] | None = None) -> WriteResult:
+    """Write one task per row of ``df`` with Spark's JDBC writer.
+
+    - ``dsn``: the database, a libpq URL (``postgresql://user:pass@host:5432/db``;
+      ``cockroachdb://`` for CockroachDB), else ``SHARDQ_DSN``.  ``url``: the address the
+      executors use if it differs (a libpq or ``jdbc:postgresql://`` URL).  JDBC needs
+      TCP: the embedded PostgreSQL's unix socket cannot be used.
+    - ``queue``: a queue name for every row, or a Column of names.
+    - ``payload``: a JSON string column, a struct/map/array column, or a list of column
+      names packed as ``to_json(struct(...))`` (timestamps in UTC, nulls kept).
+    - ``run_at`` (a timestamp column; TimestampNTZ is read as UTC), ``priority`` and
+      ``max_attempts`` (int columns or one value), ``key`` (a string column): as in
+      :meth:`shardq.Client.enqueue`, per row; nulls mean "not given".  Rows of one key
+      coalesce: the last in the DataFrame's order wins, and a waiting task of the key
+      takes its payload and keeps the earlier place in line.
+    - ``mode="append"``: plain rows (no key, run_at or priority) go straight into
+      shardq.tasks, one transaction per partition; others through an unlogged staging
+      table merged in one transaction.  ``mode="idempotent"``: every row gets a
+      deterministic id (uuid5 of ``queue`` and ``id_columns``, by default of the whole
+      task), and the merge skips ids the ledger ``shardq.spark_ledger`` has seen:
+      Spark task retries and re-runs of the job insert nothing twice.
+    - The role needs INSERT on shardq.tasks, and for staged writes CREATE on the schema
+      shardq (the staging table lives there).
+    - ``batch_size`` rows per JDBC batch (default 5000 on PostgreSQL, 128 on
+      CockroachDB); ``num_partitions`` parallel writers (coalesce or repartition);
+      ``jdbc_options`` override any writer option.
+    """
+    F = frame.functions()
+    if mode not in MODES:
+        raise ConfigError(f"mode must be one of {MODES}, got {mode!r}")
+    if id_columns is not None and mode != "idempotent":
+        raise ConfigError("id_columns only apply to mode='idempotent'")
+    if num_partitions is not None and num_partitions < 1:
+        raise ConfigError(f"num_partitions must be positive, got {num_partitions}")
+    driver_dsn, target = _addresses(url, dsn, jdbc_options)
+    config = load(ClientConfig, {"dsn": driver_dsn})
+    db = Database(driver_dsn, max_size=1)
+    try:
+        dialect = db.layout.dialect
+        if key is not None and dialect != "postgresql":
+            raise ConfigError("keyed tasks need PostgreSQL (see shardq.keys)")
+        if mode == "idempotent":
+            merge.require_ledger(db)
+        direct = mode == "append" and key is None and run_at is None and not priority
+        tasks = _task_frame(F, df, queue=queue, payload=payload, run_at=run_at,
+                            priority=priority, key=key, max_attempts=max_attempts,
+                            default_max_attempts=config.max_attempts, direct=direct,
+                            ids=(id_columns, id_namespace) if mode == "idempotent" else None)
+        tasks = _partitioned(tasks, num_partitions)
+
+        def save(table: str) -> None:
+            options = writer_options(target, table, dialect=dialect, batch_size=batch_size,
+                                     extra=jdbc_options)
+            tasks.write.format("jdbc").options(**options).mode("append").save()
+
+        if direct:
+            save(TASKS_TABLE)
+            result = WriteResult(mode, "direct")
+        else:
+            stage = merge.new_stage_name()
+            merge.create_stage(db, stage)
+            try:
+                save(f"{merge.SCHEMA}.{stage}")
+                merged = merge.merge(db, stage, idempotent=mode == "idempotent")
+            finally:
+                merge.drop_stage(db, stage)
+            result = WriteResult(mode, "staged", merged.staged, merged.tasks, merged.fresh)
+        if dialect == "postgresql" and config.notify and isinstance(queue, str):
+            merge.notify(db, queue)
+        return result
+    finally:
+        db.close()
+
+
+def prune_ledger(dsn: str | None = None, *, older_than_s: float = 7 * 86400) -> int:
+    """Forget the ids idempotent writes merged more than ``older_than_s`` ago.
+
+    A re-run of a job after its ids were pruned writes its tasks again: keep them at
+    least as long as a job may be re-run.  Returns how many ids were forgotten.
+    """
+    target = dsn or os.environ.get("SHARDQ_DSN")
+    if not target:
+        raise ConfigError("name the database: prune_ledger(dsn) or SHARDQ_DSN")
+    db = Database(target, max_size=1)
+    try:
+        return merge.prune(db, older_than_s)
+    finally:
+        db.close()
+
+
+def _addresses(url: str | None, dsn: str | None,
+               options: Mapping[str, str] | None) -> tuple[str, Any]:
+    """The driver's libpq DSN and the executors' JDBC target."""
+    dsn = dsn or (None if url else os.environ.get("SHARDQ_DSN"))
+    if not dsn and not url:
+        raise ConfigError("name the database: write_tasks(df, dsn='postgresql://...') or "
+                          "SHARDQ_DSN (a TCP address: JDBC cannot use a unix socket)")
+    jdbc_from = url or dsn
+    assert jdbc_from is not None
+    target = jdbc_target(jdbc_from)
+    if dsn is None:
+        assert url is not None
+        dsn = (libpq_url(url, {**target.properties, **(options or {})})
+               if url.startswith("jdbc:") else url)
+    return dsn, target
+
+
+def _task_frame(F: Any, df: Any, *, queue: Any, payload: Any, run_at: Any, priority: Any,
+                key: Any, max_attempts: Any, default_max_attempts: int, direct: bool,
+                ids: tuple[Sequence[str] | None, uuid.UUID | None] | None) -> Any:
+    """``df`` as the columns of shardq.tasks (direct) or of a staging table."""
+    base = {
+        "queue": frame.queue_column(F, df, queue),
+        "payload": frame.payload_column(F, df, payload),
+        "max_attempts": frame.int_column(F, df, max_attempts, "max_attempts",
+                                         default_max_attempts),
+    }
+    if direct:
+        return df.select(*[col.alias(name) for name, col in base.items()])
+    base["seq"] = F.monotonically_increasing_id()
+    base["key"] = (F.lit(None) if key is None
+                   else frame.column(F, df, key, "key")).cast("string")
+    base["run_at_us"] = (F.lit(None).cast("long") if run_at is None
+                         else frame.utc_micros(F, df, run_at, "run_at"))
+    base["priority"] = frame.int_column(F, df, priority, "priority", 0)
+    names = ["seq", "queue", "key", "payload", "run_at_us", "priority", "max_attempts"]
+    if ids is None:
+        return df.select(*[base[n].alias(n) for n in names])
+    id_columns, namespace = ids
+    parts = [frame.id_part(F, df, c).alias(f"_id{i}") for i, c in enumerate(id_columns or ())]
+    staged = df.select(*[base[n].alias(n) for n in names], *parts)
+    if id_columns:
+        name_parts = [F.col("queue"), *[F.col(f"_id{i}") for i in range(len(id_columns))]]
+    else:  # the whole task
+        name_parts = [F.col(n).cast("string") for n in
+                      ("queue", "key", "payload", "run_at_us", "priority", "max_attempts")]
+    task_id = frame.uuid5_column(F, name_parts, namespace or frame.SPARK_NAMESPACE)
+    return staged.select(*names[:1], task_id.alias("id"), *names[1:])
+
+
+def _partitioned(df: Any, n: int | None) -> Any:
+    """``df`` in ``n`` partitions: coalesced when it has more, repartitioned when fewer."""
+    if n is None:
+        return df
+    try:
+        current = int(df.rdd.getNumPartitions())
+    except Exception:  # Spark Connect has no RDDs: repartition
+        return df.repartition(n)
+    if n < current:
+        return df.coalesce(n)
+    return df.repartition(n) if n > current else df

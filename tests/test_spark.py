@@ -1,0 +1,349 @@
+"""shardq.spark against a real local Spark (local[2,2]) and a real PostgreSQL on TCP.
+
+The JVM runs in America/New_York and Spark's session in Asia/Kolkata, so any time that
+went through a zone on its way would come out shifted.  Skipped, with the reason, when
+PySpark, Java or the PostgreSQL JDBC jar is missing (CI installs all three).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+import shardq
+from shardq import migrate
+from shardq.spark import prune_ledger, task_id, write_tasks
+from shardq.spark.jdbc import jdbc_target
+from tests.conftest import Databases
+from tests.tcp_postgres import tcp_server
+
+pytest.importorskip("pyspark", reason="PySpark is not installed: pip install 'shardq[spark]'")
+JAR = Path(os.environ.get("SHARDQ_TEST_JDBC_JAR", "/usr/share/java/postgresql.jar"))
+if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    pytest.skip("no Java runtime for Spark (apt-get install default-jre-headless)",
+                allow_module_level=True)
+if not JAR.is_file():
+    pytest.skip(f"no PostgreSQL JDBC driver at {JAR} (apt-get install libpostgresql-jdbc-java)",
+                allow_module_level=True)
+
+from pyspark.sql import functions as F  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+JVM_ZONE, SESSION_ZONE = "America/New_York", "Asia/Kolkata"
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# 2024-11-03 05:00Z is 01:00 EDT: two hours from there cross New York's repeated hour.
+BASE_US = 1_730_610_000_000_000
+STEP_US = 72_000
+TEXT = 'naïve "quoted" \\ back/slash ☃ 𝄞 '
+
+
+@pytest.fixture(scope="module")
+def dbs() -> Iterator[Databases]:
+    """Fresh migrated databases on a server JDBC can reach (TCP)."""
+    with tcp_server() as url:
+        databases = Databases(url)
+        try:
+            yield databases
+        finally:
+            databases.drop_all()
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    """One local Spark for the module: 2 threads, a failed task is tried twice."""
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2,2]").appName("shardq-tests")
+        .config("spark.jars", str(JAR))
+        .config("spark.driver.extraJavaOptions", f"-Duser.timezone={JVM_ZONE}")
+        .config("spark.sql.session.timeZone", SESSION_ZONE)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    assert session._jvm.java.util.TimeZone.getDefault().getID() == JVM_ZONE
+    yield session
+    session.stop()
+
+
+def query(url: str, text: str, params: Any = None) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url) as conn:
+        return conn.execute(text, params).fetchall()
+
+
+def bucket_of(task: uuid.UUID, buckets: int = 16) -> int:
+    """What the database computes for any writer: bytes 14-15 of the id, mod N."""
+    return int.from_bytes(task.bytes[14:16], "big") % buckets
+
+
+def at(micros: int) -> datetime:
+    return EPOCH + timedelta(microseconds=micros)
+
+
+def iso(micros: int) -> str:
+    return at(micros).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def bulk_frame(spark: Any, n: int) -> Any:
+    """n rows: times across the repeated hour, priorities -3..3, every tenth row keyed
+    (1,000 keys), texts that need escaping, nulls."""
+    i = F.col("id")
+    return spark.range(n).select(
+        i.alias("n"),
+        F.concat(F.lit(TEXT), i.cast("string")).alias("text"),
+        F.timestamp_micros(F.lit(BASE_US) + i * STEP_US + i % 997).alias("ts"),
+        F.when(i % 3 == 0, F.lit(None)).otherwise(F.lit("x")).alias("note"),
+        (i % 7 - 3).cast("int").alias("priority"),
+        F.when(i % 10 == 0, F.concat(F.lit("acct-"), ((i / 10) % 1000).cast("long")
+                                     .cast("string"))).alias("key"),
+        (i % 4 + 1).cast("int").alias("max_attempts"),
+    )
+
+
+def test_100k_tasks_row_by_row_then_the_daemon_consumes_them(spark: Any, dbs: Databases) -> None:
+    url = dbs.create()
+    n = 110_000  # 99,000 unkeyed rows + 11,000 keyed rows coalescing into 1,000 tasks
+    result = write_tasks(bulk_frame(spark, n), dsn=url, queue="bulk",
+                         payload=["n", "text", "ts", "note"], run_at="ts", priority="priority",
+                         key="key", max_attempts="max_attempts")
+    assert (result.path, result.staged, result.tasks) == ("staged", n, 100_000)
+
+    rows = query(url, "SELECT id, bucket, key, payload, exec_time, pending_head_start_s, "
+                      "priority, max_attempts, status FROM shardq.tasks WHERE queue = 'bulk'")
+    # The last row of each key wins: n = 10 * (k + 1000 * 10) for key k.
+    expected = {i for i in range(n) if i % 10} | {10 * (k + 10_000) for k in range(1000)}
+    assert len(rows) == len(expected) == 100_000
+    seen = set()
+    for task, bucket, key, payload, exec_time, pending, priority, attempts, status in rows:
+        i = payload["n"]
+        seen.add(i)
+        micros = BASE_US + i * STEP_US + i % 997
+        assert bucket == bucket_of(task)
+        assert payload == {"n": i, "text": f"{TEXT}{i}", "ts": iso(micros),
+                           "note": None if i % 3 == 0 else "x"}
+        assert exec_time == at(micros) - timedelta(seconds=i % 7 - 3)  # due in the past
+        assert (pending, priority, attempts, status) == (0, i % 7 - 3, i % 4 + 1, "available")
+        assert key == (f"acct-{(i // 10) % 1000}" if i % 10 == 0 else None)
+    assert seen == expected
+
+    env = {**os.environ, "SHARDQ_DSN": url, "PYTHONPATH": str(ROOT)}
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "shardq", "consume", "examples.spark_handlers:handle",
+         "--queue", "bulk", "--concurrency", "16", "--batch", "500", "--ack-batch", "500"],
+        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: query(url, "SELECT count(*) FROM shardq.tasks")[0][0] == 0, 150)
+        daemon.send_signal(signal.SIGTERM)
+        out, _ = daemon.communicate(timeout=60)
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.communicate()
+    assert daemon.returncode == 0, out
+
+
+def wait_for(check: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+def test_plain_rows_go_straight_into_the_table(spark: Any, dbs: Databases) -> None:
+    url = dbs.create(bucket_count=64)
+    frame = spark.range(20_000).select(
+        F.to_json(F.struct(F.col("id").alias("n"), F.lit(TEXT).alias("text"))).alias("json"))
+    result = write_tasks(frame, dsn=url, queue="plain", payload="json", num_partitions=3)
+    assert result.path == "direct" and result.tasks is None
+    rows = query(url, "SELECT id, bucket, payload, max_attempts, priority, exec_time = enqueued_at "
+                      "FROM shardq.tasks")
+    assert sorted(r[2]["n"] for r in rows) == list(range(20_000))
+    for task, bucket, payload, attempts, priority, in_line_now in rows:
+        assert bucket == bucket_of(task, 64) and payload["text"] == TEXT
+        assert (attempts, priority, in_line_now) == (10, 0, True)
+    assert len({r[1] for r in rows}) == 64
+
+
+def test_a_plain_jdbc_write_of_the_documented_columns(spark: Any, dbs: Databases) -> None:
+    """What the README promises for df.write.jdbc without shardq: the database fills the
+    rest, the bucket included, and TimestampType values keep their instant."""
+    url = dbs.create()
+    micros = [BASE_US + k * 900_000_000 + k for k in range(12)]  # 01:00 EDT .. 03:45 EST
+    ids = [uuid.uuid4() for _ in micros]
+    frame = spark.createDataFrame(
+        [(str(t), "plain", json.dumps({"k": k}), k + 1) for k, t in enumerate(ids)],
+        "id string, queue string, payload string, max_attempts int",
+    ).withColumn("exec_time", F.timestamp_micros(
+        F.element_at(F.array(*[F.lit(m) for m in micros]), F.col("max_attempts"))))
+    target = jdbc_target(url)
+    frame.write.jdbc(target.jdbc_url, "shardq.tasks", mode="append", properties={
+        **target.properties, "driver": "org.postgresql.Driver", "stringtype": "unspecified"})
+    rows = query(url, "SELECT id, bucket, payload, exec_time, max_attempts FROM shardq.tasks")
+    assert len(rows) == 12
+    for task, bucket, payload, exec_time, attempts in rows:
+        k = payload["k"]
+        assert (task, bucket, exec_time, attempts) == (ids[k], bucket_of(ids[k]), at(micros[k]),
+                                                       k + 1)
+    assert len(claim_all(url, "plain")) == 12
+
+
+def claim_all(url: str, queue: str) -> list[shardq.Task]:
+    """Claim and ack every eligible task of ``queue``, bucket after bucket."""
+    done: list[shardq.Task] = []
+    with shardq.Client(url) as client:
+        while tasks := client.claim(queue, limit=1000):
+            client.ack_many(tasks)
+            done += tasks
+    return done
+
+
+def test_future_times_priorities_and_zoneless_times(spark: Any, dbs: Databases) -> None:
+    url = dbs.create()
+    soon = datetime.now(UTC).replace(microsecond=123_456) + timedelta(hours=1)
+    frame = spark.createDataFrame(
+        [(1, soon, 300), (2, soon, -30), (3, soon, 0)], "n long, run_at timestamp, p int"
+    )
+    write_tasks(frame, dsn=url, queue="later", payload=["n"], run_at="run_at", priority="p")
+    got = {p["n"]: (t, s) for p, t, s in query(
+        url, "SELECT payload, exec_time, pending_head_start_s FROM shardq.tasks")}
+    assert got == {1: (soon, 300), 2: (soon + timedelta(seconds=30), 0), 3: (soon, 0)}
+
+    # A TimestampNTZ column has no zone: it is read as UTC, not in the JVM's or session's.
+    naive = soon.replace(tzinfo=None)
+    ntz = spark.createDataFrame([(4, naive)], "n long, run_at timestamp_ntz")
+    write_tasks(ntz, dsn=url, queue="later", payload=["n"], run_at="run_at")
+    assert query(url, "SELECT exec_time FROM shardq.tasks WHERE payload->>'n' = '4'") == [(soon,)]
+
+
+def test_keys_coalesce_with_waiting_tasks(spark: Any, dbs: Databases) -> None:
+    url = dbs.create()
+    early = datetime.now(UTC) - timedelta(hours=1)
+    with shardq.Client(url) as client:
+        waiting = client.enqueue("keyed", {"v": "old"}, key="a", run_at=early)
+    frame = spark.createDataFrame([("a", "new-1"), ("b", "b-1"), ("a", "new-2")],
+                                  "k string, v string")
+    result = write_tasks(frame, dsn=url, queue="keyed", payload=["v"], key="k")
+    assert result.tasks == 2
+    got = {k: (i, p, t) for i, k, p, t in query(
+        url, "SELECT id, key, payload, exec_time FROM shardq.tasks")}
+    assert got["a"] == (waiting, {"v": "new-2"}, early)  # latest payload, earlier place
+    assert got["b"][1] == {"v": "b-1"}
+
+
+def test_idempotent_writes_insert_nothing_twice(spark: Any, dbs: Databases) -> None:
+    url = dbs.create()
+    n = 20_000
+    frame = spark.range(n).select(F.col("id").alias("n"),
+                                  F.concat(F.lit(TEXT), F.col("id")).alias("text"))
+
+    def write() -> Any:
+        return write_tasks(frame, dsn=url, queue="idem", payload=["n", "text"],
+                           mode="idempotent", id_columns=["n"])
+
+    first = write()
+    assert (first.staged, first.fresh, first.tasks) == (n, n, n)
+    again = write()
+    assert (again.staged, again.fresh, again.tasks) == (n, 0, 0)
+    rows = query(url, "SELECT id, bucket, payload FROM shardq.tasks")
+    assert len(rows) == n
+    for task, bucket, payload in rows:
+        assert task == task_id("idem", str(payload["n"])) and task.version == 5
+        assert bucket == bucket_of(task)
+    per_bucket = [c for (c,) in query(url, "SELECT count(*) FROM shardq.tasks GROUP BY bucket")]
+    assert len(per_bucket) == 16 and min(per_bucket) > 0.8 * n / 16
+
+    assert len(claim_all(url, "idem")) == n  # done and deleted: a re-run still adds nothing
+    assert write().tasks == 0 and query(url, "SELECT count(*) FROM shardq.tasks") == [(0,)]
+    assert prune_ledger(url, older_than_s=0) == n
+    assert write().tasks == n  # forgotten ids are new again
+
+
+def test_idempotent_ids_default_to_the_whole_task(spark: Any, dbs: Databases) -> None:
+    url = dbs.create()
+    frame = spark.createDataFrame([(k % 3, f"t{k % 3}") for k in range(9)], "n long, t string")
+    for _ in range(2):
+        write_tasks(frame, dsn=url, queue="whole", payload=["n", "t"], mode="idempotent")
+    assert sorted(p["n"] for (p,) in query(url, "SELECT payload FROM shardq.tasks")) == [0, 1, 2]
+
+
+FAIL_AT = 6_000  # a row of partition 0 (rows 0..9,999), after several committed batches
+
+
+@pytest.mark.parametrize("mode", ["append", "idempotent"])
+def test_a_retried_spark_task(spark: Any, dbs: Databases, mode: str) -> None:
+    """Partition 0 fails mid-write on its first attempt, after some batches committed
+    (isolationLevel NONE: each batch commits alone, as on CockroachDB); Spark runs it
+    again.  Append mode then holds those rows twice; idempotent mode holds each once."""
+    from pyspark import TaskContext
+
+    def failing_payload(i):  # local, so Spark pickles it by value for its Python workers
+        context = TaskContext.get()
+        if context.partitionId() == 0 and context.attemptNumber() == 0 and i == FAIL_AT:
+            raise RuntimeError("injected failure in the first attempt of partition 0")
+        return json.dumps({"n": i})
+
+    url = dbs.create()
+    n = 20_000
+    payload = F.udf(failing_payload, "string", useArrow=False)
+    frame = spark.range(0, n, 1, 2).select(F.col("id").alias("n"),
+                                           payload(F.col("id")).alias("json"))
+    result = write_tasks(frame, dsn=url, queue="retried", payload="json", mode=mode,
+                         id_columns=["n"] if mode == "idempotent" else None, batch_size=500,
+                         jdbc_options={"isolationLevel": "NONE"})
+    counts = query(url, "SELECT count(*), count(DISTINCT payload) FROM shardq.tasks")[0]
+    if mode == "append":
+        assert counts[1] == n and counts[0] > n  # the retry wrote some rows again
+    else:
+        assert result.staged is not None and result.staged > n  # ... into the staging table
+        assert counts == (n, n) and result.tasks == result.fresh == n
+
+
+def test_spark_ids_are_the_documented_uuid5(spark: Any) -> None:
+    from shardq.spark import frame as spark_frame
+
+    values = ["plain", TEXT, "", "quote\"slash\\", "日本語", None]
+    df = spark.createDataFrame([(v,) for v in values], "v string")
+    ids = df.select(spark_frame.uuid5_column(F, [F.lit("q"), F.col("v")],
+                                             spark_frame.SPARK_NAMESPACE).alias("id")).collect()
+    assert [uuid.UUID(r.id) for r in ids] == [task_id("q", v) for v in values]
+    assert all(uuid.UUID(r.id).variant == uuid.RFC_4122 and str(uuid.UUID(r.id)) == r.id
+               for r in ids)
+
+
+def test_empty_frames_and_refusals(spark: Any, dbs: Databases) -> None:
+    url = dbs.create()
+    empty = spark.createDataFrame([], "n long, ts timestamp, s string")
+    assert write_tasks(empty, dsn=url, queue="e", payload=["n"]).path == "direct"
+    assert write_tasks(empty, dsn=url, queue="e", payload=["n"], run_at="ts").tasks == 0
+    assert query(url, "SELECT count(*) FROM shardq.tasks") == [(0,)]
+    with pytest.raises(shardq.ConfigError, match="timestamp column"):
+        write_tasks(empty, dsn=url, queue="e", payload=["n"], run_at="s")
+    with pytest.raises(shardq.ConfigError, match="JSON string column"):
+        write_tasks(empty, dsn=url, queue="e", payload="n")
+    with pytest.raises(shardq.ConfigError, match="no column 'nope'"):
+        write_tasks(empty, dsn=url, queue="e", payload=["nope"])
+    with pytest.raises(shardq.InvalidTask, match="queue"):
+        write_tasks(empty, dsn=url, queue="bad queue", payload=["n"])
+    with pytest.raises(shardq.ConfigError, match="id_columns"):
+        write_tasks(empty, dsn=url, queue="e", payload=["n"], id_columns=["n"])
+    old = dbs.create(migrated=False)
+    migrate.upgrade(old, revision="0007", output=io.StringIO())
+    with pytest.raises(shardq.SchemaNotReady, match="spark_ledger"):
+        write_tasks(empty, dsn=old, queue="e", payload=["n"], mode="idempotent")

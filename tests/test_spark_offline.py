@@ -1,0 +1,200 @@
+"""shardq.spark without Spark or a database: URLs, writer options (PostgreSQL and
+CockroachDB), the merge statements, the deterministic ids and the ledger migration."""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import sys
+import uuid
+from typing import Any
+
+import pytest
+
+from shardq import migrate, sqlfiles
+from shardq.errors import ConfigError
+from shardq.spark import (
+    COCKROACHDB_BATCH_SIZE,
+    POSTGRESQL_BATCH_SIZE,
+    SPARK_NAMESPACE,
+    jdbc_target,
+    libpq_url,
+    task_id,
+    writer_options,
+)
+from shardq.spark.merge import merge_query, new_stage_name
+
+
+def test_shardq_spark_imports_without_pyspark_and_says_what_to_install() -> None:
+    code = (
+        "import sys; sys.modules['pyspark'] = None\n"
+        "import shardq, shardq.spark as s\n"
+        "try:\n"
+        "    s.write_tasks(object(), dsn='postgresql://h/db', queue='q', payload='p')\n"
+        "except shardq.ConfigError as exc:\n"
+        "    print('refused:', exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert "refused: shardq.spark needs PySpark: pip install 'shardq[spark]'" in out
+
+
+@pytest.mark.parametrize(("url", "jdbc", "properties", "dialect"), [
+    ("postgresql://postgres@127.0.0.1:5432/test",
+     "jdbc:postgresql://127.0.0.1:5432/test", {"user": "postgres"}, "postgresql"),
+    ("postgres://ada:p%40ss%3Aw0rd@db.example:6543/app%20db?sslmode=require&application_name=etl",
+     "jdbc:postgresql://db.example:6543/app%20db?sslmode=require&ApplicationName=etl",
+     {"user": "ada", "password": "p@ss:w0rd"}, "postgresql"),
+    ("cockroachdb://root@127.0.0.1:26257/shardq?sslmode=disable",
+     "jdbc:postgresql://127.0.0.1:26257/shardq?sslmode=disable", {"user": "root"},
+     "cockroachdb"),
+    ("postgresql://u@[::1]:5433/db", "jdbc:postgresql://[::1]:5433/db", {"user": "u"},
+     "postgresql"),
+    ("postgresql://h1:5432,h2:5433/db?target_session_attrs=read-write&user=me",
+     "jdbc:postgresql://h1:5432,h2:5433/db?targetServerType=read-write", {"user": "me"},
+     "postgresql"),
+    ("postgresql://me@dbhost", "jdbc:postgresql://dbhost/me", {"user": "me"}, "postgresql"),
+])
+def test_libpq_urls_become_jdbc_urls(url: str, jdbc: str, properties: dict[str, str],
+                                     dialect: str) -> None:
+    target = jdbc_target(url)
+    assert (target.jdbc_url, target.properties, target.dialect) == (jdbc, properties, dialect)
+
+
+def test_jdbc_urls_are_taken_as_they_are_and_map_back_to_libpq() -> None:
+    jdbc = "jdbc:postgresql://db:5432/app?sslmode=verify-full&user=ada&password=a%2Fb"
+    assert jdbc_target(jdbc).jdbc_url == jdbc
+    assert libpq_url(jdbc) == "postgresql://ada:a%2Fb@db:5432/app?sslmode=verify-full"
+    target = jdbc_target("postgresql://ada:s3cret@db:5432/app?application_name=x")
+    assert libpq_url(target.jdbc_url, target.properties) == (
+        "postgresql://ada:s3cret@db:5432/app?application_name=x")
+
+
+@pytest.mark.parametrize(("url", "message"), [
+    ("postgresql:///test?host=/var/run/postgresql", "TCP address"),
+    ("postgresql://postgres@/test", "TCP address"),
+    ("mysql://h/db", "postgresql:// or cockroachdb://"),
+    ("jdbc:mysql://h/db", "jdbc:postgresql://"),
+])
+def test_urls_jdbc_cannot_use_are_refused(url: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        jdbc_target(url)
+
+
+def test_postgresql_writer_options() -> None:
+    options = writer_options(jdbc_target("postgresql://ada:pw@db:5432/app"), "shardq.tasks")
+    assert options == {
+        "url": "jdbc:postgresql://db:5432/app",
+        "dbtable": "shardq.tasks",
+        "driver": "org.postgresql.Driver",
+        "user": "ada",
+        "password": "pw",
+        "stringtype": "unspecified",  # strings reach uuid and jsonb columns
+        "reWriteBatchedInserts": "true",
+        "batchsize": str(POSTGRESQL_BATCH_SIZE),
+        "isolationLevel": "READ_COMMITTED",  # a partition is one transaction
+        "ApplicationName": "shardq-spark",
+    }
+
+
+def test_cockroachdb_writer_options_follow_its_pgjdbc_guidance() -> None:
+    """Batches of 128 rows (pgjdbc rewrites them into one multi-row INSERT), each
+    committed alone as an implicit transaction CockroachDB retries itself."""
+    options = writer_options(jdbc_target("cockroachdb://root@crdb:26257/shardq?sslmode=disable"),
+                             "shardq.spark_stage_x")
+    assert COCKROACHDB_BATCH_SIZE == 128
+    assert options["url"] == "jdbc:postgresql://crdb:26257/shardq?sslmode=disable"
+    assert options["batchsize"] == "128" and options["reWriteBatchedInserts"] == "true"
+    assert options["isolationLevel"] == "NONE" and options["stringtype"] == "unspecified"
+    assert options["driver"] == "org.postgresql.Driver" and options["user"] == "root"
+    # A postgresql:// URL that turns out to reach CockroachDB gets the same settings.
+    detected = writer_options(jdbc_target("postgresql://root@crdb:26257/shardq"), "t",
+                              dialect="cockroachdb")
+    assert detected["batchsize"] == "128" and detected["isolationLevel"] == "NONE"
+
+
+def test_batch_size_and_extra_options_override() -> None:
+    target = jdbc_target("postgresql://u@h/db")
+    options = writer_options(target, "t", batch_size=777, extra={"isolationLevel": "NONE",
+                                                                  "queryTimeout": "30"})
+    assert (options["batchsize"], options["isolationLevel"], options["queryTimeout"]) == (
+        "777", "NONE", "30")
+    with pytest.raises(ConfigError):
+        writer_options(target, "t", batch_size=-1)
+    with pytest.raises(ConfigError):
+        writer_options(target, "t", dialect="mysql")
+
+
+def test_task_ids_are_uuid5_of_the_queue_and_natural_key() -> None:
+    got = task_id("invoices", "INV-1", None)
+    assert got == uuid.uuid5(SPARK_NAMESPACE, '["invoices","INV-1",null]')
+    assert got.version == 5 and got.variant == uuid.RFC_4122
+    assert task_id("a", "1") != task_id("b", "1") != task_id("a", "1", namespace=uuid.uuid4())
+    assert task_id("q", "naïve") == uuid.uuid5(SPARK_NAMESPACE, '["q","naïve"]')
+
+
+@pytest.fixture(scope="module")
+def pglast() -> Any:
+    return pytest.importorskip("pglast", reason="pglast (PostgreSQL's parser) is not installed")
+
+
+def rendered(idempotent: bool) -> str:
+    stage = new_stage_name()
+    assert re.fullmatch(r"spark_stage_[0-9a-f]{16}", stage)
+    return merge_query(stage, idempotent=idempotent).as_string(None)
+
+
+@pytest.mark.parametrize("idempotent", [False, True])
+def test_merge_is_one_statement_over_insert_rows(pglast: Any, idempotent: bool) -> None:
+    text = rendered(idempotent)
+    assert not re.search(r"\{\w+\}", re.sub(r"--[^\n]*", "", text)), "a placeholder is unfilled"
+    assert "INSERT INTO shardq.tasks AS t" in text  # insert_rows, with its coalescing
+    assert "ON CONFLICT (queue, key) WHERE key IS NOT NULL" in text
+    assert re.search(r'FROM "shardq"\."spark_stage_[0-9a-f]{16}" AS s', text)
+    assert ("INSERT INTO shardq.spark_ledger" in text) is idempotent
+    assert "ctid" not in text and "MATERIALIZED" not in text  # CockroachDB has neither
+    parsed = pglast.parse_sql(text.replace("%(now)s", "NULL"))
+    assert len(parsed) == 1
+
+
+def test_spark_sql_files_load_and_have_no_placeholder_in_comments() -> None:
+    for name in ("stage_create", "stage_drop", "rows", "rows_fresh", "merge", "merge_fresh",
+                 "ledger_exists", "ledger_prune"):
+        text = sqlfiles.text(f"spark/{name}")
+        for line in text.splitlines():
+            assert "{" not in line.partition("--")[2], f"{name}: {line}"
+
+
+@pytest.mark.parametrize("dialect", ["postgresql", "cockroachdb"])
+def test_the_ledger_migration_is_one_rerunnable_statement(dialect: str) -> None:
+    if dialect == "cockroachdb":
+        pytest.importorskip("sqlalchemy_cockroachdb", reason="sqlalchemy-cockroachdb is missing")
+    out = io.StringIO()
+    migrate.upgrade(None, sql=True, dialect=dialect, bucket_count=16, output=out)
+    script = out.getvalue().partition("-- Running upgrade 0007 -> 0008")[2]
+    statements = [s.strip() for s in re.sub(r"--[^\n]*", "", script).split(";") if s.strip()]
+    ddl = [s for s in statements
+           if s not in ("BEGIN", "COMMIT") and "shardq_alembic_version" not in s]
+    assert ddl == ["CREATE TABLE IF NOT EXISTS shardq.spark_ledger (id uuid NOT NULL "
+                   "PRIMARY KEY, merged_at timestamptz NOT NULL DEFAULT now())"]
+
+
+def test_the_driver_and_the_executors_addresses(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shardq.spark.write import _addresses
+
+    dsn, target = _addresses(None, "postgresql://a:b@db:5432/app?sslmode=require", None)
+    assert dsn == "postgresql://a:b@db:5432/app?sslmode=require"
+    assert target.jdbc_url == "jdbc:postgresql://db:5432/app?sslmode=require"
+    # The executors may reach the database under another address than the driver.
+    dsn, target = _addresses("jdbc:postgresql://10.0.0.5:5432/app?user=a", "postgresql://a@db/app",
+                             None)
+    assert (dsn, target.jdbc_url) == ("postgresql://a@db/app",
+                                      "jdbc:postgresql://10.0.0.5:5432/app?user=a")
+    dsn, _ = _addresses("jdbc:postgresql://db:5432/app", None, {"user": "a", "password": "b"})
+    assert dsn == "postgresql://a:b@db:5432/app"
+    monkeypatch.setenv("SHARDQ_DSN", "cockroachdb://root@crdb:26257/q")
+    assert _addresses(None, None, None)[1].dialect == "cockroachdb"
+    monkeypatch.delenv("SHARDQ_DSN")
+    with pytest.raises(ConfigError, match="name the database"):
+        _addresses(None, None, None)
