@@ -4,4 +4,4 @@ INSERT INTO shardq.tasks
 SELECT %(queue)s, %(payload)s, p.exec_time, %(priority)s, p.pending_head_start_s,
        %(max_attempts)s, p.now
 FROM ({source}) AS src CROSS JOIN LATERAL ({placement}) AS p
-RETURNING id
+RETURNING id, {bucket} AS bucket

@@ -128,3 +128,17 @@ def test_stop_gives_back_prefetched_tasks_without_penalty(dsn: str, client: shar
     done = 40 - stats["available"] - stats["scheduled"]
     assert done == 2  # the two running handlers finished; the rest went back
     assert connect.execute("SELECT max(attempts) FROM shardq.tasks").fetchone() == (0,)
+
+
+def test_schedule_goes_to_the_notified_bucket_first() -> None:
+    clock = FakeTime()
+    schedule = Schedule([("q", b) for b in range(8)], offset=0, poll_max_s=1.0, clock=clock)
+    for _ in range(8):  # every bucket found empty: all cooling down
+        i, _ = schedule.pick()
+        schedule.record(i, 0)
+    assert schedule.pick()[0] == -1
+    schedule.reset("q", 5)
+    index, wait = schedule.pick()
+    assert schedule.targets[index] == ("q", 5) and wait == 0.0
+    schedule.record(index, 1)
+    assert schedule.pick()[0] >= 0  # the rest of the queue is due again too

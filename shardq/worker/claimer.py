@@ -34,9 +34,14 @@ class Schedule:
         self._next = 0
         self._cool_until = [0.0] * len(self.targets)
         self._cooldown = [0.0] * len(self.targets)
+        self._hint: int | None = None
+        self._index = {target: i for i, target in enumerate(self.targets)}
 
     def pick(self) -> tuple[int, float]:
         """The index of the next target to claim from, or (-1, seconds until one is due)."""
+        if self._hint is not None:
+            hint, self._hint = self._hint, None
+            return hint, 0.0
         now = self.clock()
         n = len(self.targets)
         for step in range(n):
@@ -56,12 +61,15 @@ class Schedule:
         self._cooldown[index] = cooldown
         self._cool_until[index] = self.clock() + cooldown
 
-    def reset(self, queue: str | None = None) -> None:
-        """Make every target (of ``queue``) due now: there is new work."""
+    def reset(self, queue: str | None = None, bucket: int | None = None) -> None:
+        """Make every target (of ``queue``) due now: there is new work; the next pick is
+        (``queue``, ``bucket``) when both are given."""
         for i, (q, _) in enumerate(self.targets):
             if queue is None or q == queue:
                 self._cool_until[i] = 0.0
                 self._cooldown[i] = 0.0
+        if queue is not None and bucket is not None:
+            self._hint = self._index.get((queue, bucket))
 
 
 class Claimer(Loop[int]):
@@ -77,10 +85,11 @@ class Claimer(Loop[int]):
         self._reset_lock = threading.Lock()
         self._wait_s = 0.0
 
-    def notify(self, queue: str | None) -> None:
-        """New work on ``queue`` (None: any): forget cool-downs and wake up."""
+    def notify(self, queue: str | None, bucket: int | None = None) -> None:
+        """New work on ``queue`` (None: any), in ``bucket`` if known: wake up and look there
+        first, and forget the queue's cool-downs."""
         with self._reset_lock:
-            self.schedule.reset(queue)
+            self.schedule.reset(queue, bucket)
         self.wake()
 
     def run_once(self) -> int:

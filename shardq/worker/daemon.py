@@ -111,9 +111,9 @@ class Worker:
             if claimer.starved:
                 claimer.wake()
 
-    def _heard(self, queue: str | None) -> None:
+    def _heard(self, queue: str | None, bucket: int | None) -> None:
         for claimer in self.claimers:
-            claimer.notify(queue)
+            claimer.notify(queue, bucket)
 
     def _loops(self) -> list[Loop[Any]]:
         loops: list[Loop[Any]] = [self.completer, self.keeper, *self.janitors]

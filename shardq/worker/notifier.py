@@ -18,12 +18,14 @@ IDLE_CHECK_S = 1.0
 class Listener:
     """A thread holding one connection that LISTENs on channel ``shardq``.
 
-    Each notification carries a queue name; ``on_notify`` is called with it.  On a
-    lost connection it reconnects after a pause and calls ``on_notify(None)``, since
-    notifications may have been missed; polling covers the gap either way.
+    Each notification carries ``queue`` or ``queue:bucket``; ``on_notify`` is called
+    with the queue and the bucket (or None).  On a lost connection it reconnects after
+    a pause and calls ``on_notify(None, None)``, since notifications may have been
+    missed; polling covers the gap either way.
     """
 
-    def __init__(self, dsn: str, queues: set[str], on_notify: Callable[[str | None], None]) -> None:
+    def __init__(self, dsn: str, queues: set[str],
+                 on_notify: Callable[[str | None, int | None], None]) -> None:
         self.dsn, self.queues, self.on_notify = dsn, queues, on_notify
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="shardq-listen", daemon=True)
@@ -43,12 +45,13 @@ class Listener:
             try:
                 with psycopg.connect(self.dsn, autocommit=True) as conn:
                     conn.execute("LISTEN " + CHANNEL)
-                    self.on_notify(None)
+                    self.on_notify(None, None)
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=IDLE_CHECK_S):
-                            if note.payload in self.queues:
+                            queue, _, bucket = note.payload.partition(":")
+                            if queue in self.queues:
                                 self.heard += 1
-                                self.on_notify(note.payload)
+                                self.on_notify(queue, int(bucket) if bucket.isdigit() else None)
             except psycopg.Error as exc:
                 log.warning("LISTEN connection lost (%s); polling until it is back", exc)
                 self._stop.wait(RECONNECT_S)
