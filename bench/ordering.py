@@ -1,0 +1,285 @@
+"""Relaxed order: how far the start order departs from global exec_time order.
+
+Claims are ordered within a bucket, not across buckets.  For each bucket count B
+and claimer count C, a fresh database gets N tasks with distinct exec_time 1 ms
+apart (as ``enqueue(run_at=...)`` places a past run_at; written by one INSERT), and
+C threads drain them exactly as the daemon's claimers do: each has its own
+``shardq.worker.claimer.Schedule`` over the B buckets, offsets ``base + i*B//C``,
+cool-downs on empty buckets, ``claim_bucket(limit=L)`` then ``ack_many``.  A shared
+counter numbers the tasks as each claim returns (a batch in exec_time order).
+
+Mid-drain, a prober enqueues P urgent tasks (``priority=86400``: ahead of all).
+Each probe's wait counts the claim statements that returned, and the other tasks
+that started, from just before its enqueue until its claim.  Mode ``poll`` is pure
+round-robin (``--no-listen``); mode ``notify`` then points every claimer at the
+probe's bucket, as the daemon's LISTEN hint does (without the NOTIFY latency).
+
+    python -m bench.ordering [--quick] [--tasks 20000] [--batch 50] [--reps 3]
+        [--buckets 1,4,16,64] [--claimers 1,2,8] [--dsn URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+import shardq
+from bench import common
+from shardq.worker.claimer import Schedule
+
+Q = "order"
+POLL_MAX_S = 1.0  # the daemon's default --poll-max-ms
+PROBE_AT = (0.2, 0.35, 0.5, 0.65, 0.8)  # fractions of the drain
+FILL = ("INSERT INTO shardq.tasks (queue, payload, exec_time) SELECT %(q)s, "
+        "jsonb_build_object('rank', g), now() - interval '1 hour' + g * interval '1 ms' "
+        "FROM generate_series(0, %(n)s - 1) g")
+MODES = ("poll", "notify")
+
+
+@dataclass
+class Drain:
+    """What one drain recorded."""
+
+    order: list[int] = field(default_factory=list)  # ranks in start order
+    claims: int = 0  # claim statements returned so far
+    started: int = 0  # tasks (probes included) started so far
+    full: int = 0  # claim statements that returned tasks
+    # probe -> (claims, non-empty claims, tasks started, time): when its enqueue returned,
+    # and when the claim that took it returned (tasks started: before the probe).
+    sent: dict[int, tuple[int, int, int, float]] = field(default_factory=dict)
+    hits: dict[int, tuple[int, int, int, float]] = field(default_factory=dict)
+    per_bucket: dict[int, int] = field(default_factory=dict)
+    last_empty: dict[int, float] = field(default_factory=dict)  # bucket -> last empty claim
+    cooling: set[int] = field(default_factory=set)  # probes whose bucket was found empty
+
+    @property
+    def waits(self) -> list[tuple[int, int, int, float, bool]]:
+        """Per probe: claims, non-empty claims, other tasks started, ms since its enqueue,
+        and whether its bucket had been found empty within the last ``POLL_MAX_S``.
+
+        A probe taken by a claim that returned between the enqueue's commit and the
+        snapshot taken after it counts as taken by the first claim.
+        """
+        out = []
+        for k, hit in self.hits.items():
+            sent = self.sent[k]
+            out.append((max(1, hit[0] - sent[0]), max(1, hit[1] - sent[1]),
+                        max(0, hit[2] - sent[2]), max(0.0, hit[3] - sent[3]) * 1000.0,
+                        k in self.cooling))
+        return out
+
+
+def drain(url: str, n: int, claimers: int, batch: int, mode: str) -> Drain:
+    """Fill ``url`` with ``n`` ordered tasks and drain them with ``claimers`` threads."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(FILL, {"q": Q, "n": n})
+        conn.execute("VACUUM ANALYZE shardq.tasks")
+    d, lock, done = Drain(), threading.Condition(), threading.Event()
+    errors: list[BaseException] = []
+    with shardq.Client(url, notify=False, pool_max_size=claimers + 2) as client:
+        buckets = client.bucket_count
+        targets = [(Q, b) for b in range(buckets)]
+        base = random.randrange(buckets)
+        schedules = [Schedule(targets, base + i * buckets // claimers, POLL_MAX_S)
+                     for i in range(claimers)]
+        guards = [threading.Lock() for _ in range(claimers)]
+        wakes = [threading.Event() for _ in range(claimers)]
+
+        def claim_loop(i: int) -> None:
+            try:
+                claim_steps(i)
+            except BaseException as exc:
+                errors.append(exc)
+                done.set()
+
+        def claim_steps(i: int) -> None:
+            schedule, guard, wake = schedules[i], guards[i], wakes[i]
+            while not done.is_set():
+                with guard:
+                    index, wait_s = schedule.pick()
+                if index < 0:
+                    wake.wait(wait_s)
+                    wake.clear()
+                    continue
+                tasks = client.claim_bucket(Q, schedule.targets[index][1], limit=batch)
+                with guard:
+                    schedule.record(index, len(tasks))
+                now = time.perf_counter()
+                with lock:
+                    d.claims += 1
+                    d.full += bool(tasks)
+                    if not tasks:
+                        d.last_empty[schedule.targets[index][1]] = now
+                    for t in sorted(tasks, key=lambda t: t.payload.get("rank", -1)):
+                        d.per_bucket[t.bucket] = d.per_bucket.get(t.bucket, 0) + 1
+                        if "probe" in t.payload:
+                            d.hits[t.payload["probe"]] = (d.claims, d.full, d.started, now)
+                        else:
+                            d.order.append(t.payload["rank"])
+                        d.started += 1
+                    lock.notify_all()
+                    if d.started == n + len(PROBE_AT):
+                        done.set()
+                        for w in wakes:
+                            w.set()
+                if tasks:
+                    client.ack_many(tasks)
+
+        def probe_loop() -> None:
+            for k, fraction in enumerate(PROBE_AT):
+                with lock:
+                    while d.started < fraction * n and not done.is_set():
+                        lock.wait(1.0)
+                task_id = client.enqueue(Q, {"probe": k}, priority=86_400)
+                bucket = int.from_bytes(task_id.bytes[14:16], "big") % buckets
+                with lock:
+                    d.sent[k] = (d.claims, d.full, d.started, time.perf_counter())
+                    if d.sent[k][3] - d.last_empty.get(bucket, -POLL_MAX_S) < POLL_MAX_S:
+                        d.cooling.add(k)  # a claimer may be skipping its bucket for a while
+                if mode == "notify":
+                    for schedule, guard, wake in zip(schedules, guards, wakes, strict=True):
+                        with guard:
+                            schedule.reset(Q, bucket)
+                        wake.set()
+
+        threads = [threading.Thread(target=claim_loop, args=(i,), daemon=True)
+                   for i in range(claimers)]
+        threads.append(threading.Thread(target=probe_loop, daemon=True))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
+    if sorted(d.order) != list(range(n)) or len(d.hits) != len(PROBE_AT):
+        raise RuntimeError("the drain lost or repeated tasks")
+    return d
+
+
+def bound_claims(buckets: int, claimers: int) -> int:
+    """ceil(B/C) rounds of C claims, plus the C claims in flight at the enqueue."""
+    return claimers * math.ceil(buckets / claimers) + claimers
+
+
+def summarize(runs: list[Drain], buckets: int, claimers: int, batch: int) -> dict[str, Any]:
+    """Per configuration: medians over reps of displacement, maxima of the probes' waits."""
+    disp = [[abs(pos - rank) for pos, rank in enumerate(r.order)] for r in runs]
+    waits = [w for r in runs for w in r.waits]
+    n = len(runs[0].order)
+    bound = bound_claims(buckets, claimers)
+    return {
+        "max": common.median([max(x) for x in disp]),
+        "p99": common.median([common.percentile(x, 99) for x in disp]),
+        "p50": common.median([common.percentile(x, 50) for x in disp]),
+        "skew": common.median([max(abs(c - n / buckets) for c in r.per_bucket.values())
+                               for r in runs]),
+        "claims": max(w[0] for w in waits), "claims_p50": common.median([w[0] for w in waits]),
+        "full": max(w[1] for w in waits), "tasks": max(w[2] for w in waits),
+        "ms": common.median([w[3] for w in waits]), "ms_max": max(w[3] for w in waits),
+        "bound": bound, "probes": len(waits), "cooling": sum(w[4] for w in waits),
+        "within": sum(w[0] <= bound and w[2] <= batch * (bound - 1) for w in waits),
+        "out_warm": sum(not w[4] and (w[0] > bound or w[2] > batch * (bound - 1))
+                        for w in waits)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run every (buckets, claimers, mode), alternated within each rep; write the report."""
+    p = argparse.ArgumentParser(prog="python -m bench.ordering", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tasks", type=int)
+    p.add_argument("--batch", type=int, default=50)
+    p.add_argument("--reps", type=int)
+    p.add_argument("--buckets")
+    p.add_argument("--claimers")
+    p.add_argument("--quick", action="store_true", help="3,000 tasks, B in 1,16, C in 1,8, 1 rep")
+    common.add_server_argument(p)
+    a = p.parse_args(argv)
+    quick = {"tasks": 3_000, "reps": 1, "buckets": "1,16", "claimers": "1,8"}
+    full = {"tasks": 20_000, "reps": 3, "buckets": "1,4,16,64", "claimers": "1,2,8"}
+    for k, v in (quick if a.quick else full).items():
+        setattr(a, k, v if getattr(a, k) is None else getattr(a, k))
+    configs = [(int(b), int(c), m) for b in a.buckets.split(",") for c in a.claimers.split(",")
+               for m in MODES]
+    runs: dict[tuple[int, int, str], list[Drain]] = {c: [] for c in configs}
+    with common.server(a.dsn) as (admin, description):
+        for rep in range(a.reps):
+            for i in range(len(configs)):
+                b, c, m = configs[(i + rep * 5) % len(configs)]
+                with common.Databases(admin, prefix="shardq_order") as dbs:
+                    runs[b, c, m].append(drain(dbs.migrated(b), a.tasks, c, a.batch, m))
+                print(f"rep {rep + 1} B={b} C={c} {m}: max displacement "
+                      f"{max(abs(p - r) for p, r in enumerate(runs[b, c, m][-1].order))}, "
+                      f"probe waits {[w[:3] for w in runs[b, c, m][-1].waits]}", file=sys.stderr)
+        machine = common.machine_lines(admin, description)
+    text = report(a, runs, machine)
+    print(text)
+    common.write_result("ordering-quick.md" if a.quick else "ordering.md", text)
+
+
+def report(a: argparse.Namespace, runs: dict[tuple[int, int, str], list[Drain]],
+           machine: list[str]) -> str:
+    """The results as markdown, with the bound paragraph."""
+    stats = {k: summarize(v, k[0], k[1], a.batch) for k, v in runs.items()}
+    order_rows, probe_rows = [], []
+    for (b, c, m), s in stats.items():
+        if m == "poll":
+            order_rows.append([b, c, s["max"], s["p99"], s["p50"], a.batch * (b - 1), s["skew"]])
+        probe_rows.append([b, c, m, s["claims_p50"], s["claims"], s["full"], s["bound"],
+                           s["tasks"], a.batch * (s["bound"] - 1), s["ms"], s["ms_max"],
+                           f"{s['within']}/{s['probes']}", s["cooling"]])
+    polled = [s for (_, _, m), s in stats.items() if m == "poll"]
+    inside = sum(s["within"] for s in polled)
+    total = sum(s["probes"] for s in polled)
+    worst = max(polled, key=lambda s: s["claims"] / s["bound"])
+    hinted = max(s["claims"] for (_, _, m), s in stats.items() if m == "notify")
+    warm_out = sum(s["out_warm"] for s in polled)
+    paragraph = (
+        f"Order is per bucket, not global. With B buckets, C claimers (the daemon's, at "
+        f"spread-out offsets) and batch L, a newly due task waits for at most about "
+        f"⌈B/C⌉ rounds of claims: C·⌈B/C⌉ claim statements, plus the C already in flight "
+        f"when it was enqueued, so at most L·(C·⌈B/C⌉ + C - 1) later tasks start before "
+        f"it. Measured with {a.tasks:,} tasks, L = {a.batch}, B in {a.buckets} and C in "
+        f"{a.claimers}: {inside} of {total} urgent probes stayed within that bound under "
+        f"pure round-robin (worst: {worst['claims']} claims against a bound of "
+        f"{worst['bound']}); {warm_out} of those beyond it had landed in a bucket that no "
+        f"claim had found empty in the last {POLL_MAX_S:g} s (a claimer skips an empty "
+        f"bucket for a cool-down of up to --poll-max-ms unless NOTIFY wakes it). With the "
+        f"NOTIFY bucket hint every probe was claimed within {hinted} claim statements. "
+        f"A drained backlog's start order departs from exec_time "
+        f"order by up to about L·(B-1) positions from the rotation alone, plus the "
+        f"imbalance between bucket sizes (each bucket gets an equal share of claims), which "
+        f"grows like √(N·B): see the table.")
+    return "\n".join([
+        "# Relaxed order: start order against exec_time order", "", *machine,
+        f"- {a.tasks:,} tasks with distinct exec_time 1 ms apart per run, batch L = "
+        f"{a.batch}, the daemon's Schedule per claimer (poll max {POLL_MAX_S:g} s), "
+        f"{len(PROBE_AT)} urgent probes per run at {', '.join(f'{x:.0%}' for x in PROBE_AT)} "
+        f"of the drain; {a.reps} rep(s), every run on a fresh database, configurations "
+        "alternated within each rep", "",
+        "## Displacement (mode poll): |start position - exec_time rank|, tasks", "",
+        "Medians over reps. `L·(B-1)`: the rotation's share; `bucket skew`: the largest "
+        "|bucket size - N/B|, which a drain turns into more displacement.", "",
+        common.markdown_table(["B", "C", "max", "p99", "p50", "L·(B-1)", "bucket skew"],
+                              order_rows), "",
+        "## Urgent probes: claims and tasks between the enqueue and the probe's claim", "",
+        "Claims: claim statements (all claimers, empty ones included; `non-empty`: those "
+        "that returned tasks) that returned after the probe's enqueue returned, up to and "
+        "including the one that took it; tasks: other tasks started in between; ms: from "
+        "the enqueue's return to the claim's. Bound: C·⌈B/C⌉ + C claims, L·(bound - 1) "
+        "tasks. Maxima over all probes of all reps.", "",
+        common.markdown_table(["B", "C", "mode", "claims p50", "claims max", "non-empty max",
+                               "bound", "tasks max", "tasks bound", "ms p50", "ms max",
+                               "within bound", "cooling"], probe_rows), "",
+        "## For the README", "", paragraph, ""])
+
+
+if __name__ == "__main__":
+    main()
