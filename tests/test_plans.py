@@ -270,3 +270,8 @@ def test_claim_passes_over_follow_ups_only(databases: Any) -> None:
     scan = next(n for n in plan if n.get("Index Name") == "tasks_pkey")
     assert scan["Actual Rows"] == LIMIT
     assert scan["Rows Removed by Filter"] == 300  # exactly the follow-ups of running keys
+    # The keyed check probes tasks_running_keys once per keyed row it meets, rather than
+    # reading every running task once (a hashed subplan: its cost would grow with them).
+    [check] = [n for n in plan if n.get("Parent Relationship") == "SubPlan"]
+    assert check.get("Index Name") == "tasks_running_keys"
+    assert check["Actual Loops"] > 300

@@ -21,7 +21,8 @@ FROM (
       AND exec_time <= coalesce(%(now)s::timestamptz, now())
       AND (key IS NULL OR NOT EXISTS (
           SELECT 1 FROM shardq.tasks AS r
-          WHERE r.queue = %(queue)s AND r.key = tasks.key AND r.status = 'locked'))
+          WHERE r.queue = %(queue)s AND r.key = tasks.key AND r.status = 'locked'
+          OFFSET 0))
     ORDER BY exec_time
     LIMIT {limit}
     FOR UPDATE SKIP LOCKED

@@ -6,7 +6,8 @@
 -- MATERIALIZED keeps the planner from merging the CTE into the UPDATE, and the
 -- locked rows are updated through their ctid, with no second index descent.
 -- A keyed task waits while a task of its key runs (its follow-up): the check
--- probes the small index tasks_running_keys and unkeyed tasks skip it.
+-- probes the small index tasks_running_keys and unkeyed tasks skip it.  OFFSET 0
+-- keeps the planner from turning the probe into a hash of every running key.
 WITH c AS MATERIALIZED (
     SELECT ctid
     FROM shardq.tasks
@@ -16,7 +17,8 @@ WITH c AS MATERIALIZED (
       AND exec_time <= coalesce(%(now)s::timestamptz, now())
       AND (key IS NULL OR NOT EXISTS (
           SELECT 1 FROM shardq.tasks AS r
-          WHERE r.queue = %(queue)s AND r.key = tasks.key AND r.status = 'locked'))
+          WHERE r.queue = %(queue)s AND r.key = tasks.key AND r.status = 'locked'
+          OFFSET 0))
     ORDER BY exec_time
     LIMIT {limit}
     FOR UPDATE SKIP LOCKED
