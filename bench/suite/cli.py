@@ -1,0 +1,119 @@
+"""``python -m bench``: run the suite's scenarios and write the report and plots.
+
+    python -m bench [--quick] [--scenarios enqueue,drain,pickup,backlog,ablation,cost]
+        [--reps 3] [--drain 50000] [--churn-s 600] [--churn-rate 200] [--with-5m]
+        [--resume | --report-only] [--dsn URL] [--out DIR]
+
+``--quick`` runs every scenario small (two to three minutes on a busy 2-core box,
+~50 s of CPU) and asserts nothing about speed: it checks that the harness works and
+writes ``report-quick.md``.  ``--resume`` re-runs the named scenarios and keeps the
+results file's records of the others; ``--report-only`` re-renders from that file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bench import common
+from bench.suite import backlog, harness, pickup, plots, report, throughput
+from bench.suite.settings import Settings, quick_settings
+
+OUT = common.RESULTS_DIR / "suite"
+SCENARIOS = ("enqueue", "drain", "pickup", "backlog", "ablation", "cost")
+
+
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Settings]:
+    """The command line and the settings it makes."""
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="every scenario, small (harness check)")
+    p.add_argument("--scenarios", default=",".join(SCENARIOS),
+                   help="comma-separated subset of " + ",".join(SCENARIOS))
+    p.add_argument("--reps", type=int, help="repetitions (default 3; quick 1)")
+    p.add_argument("--drain", type=int, help="tasks per drain run (default 50000)")
+    p.add_argument("--pickup-s", type=float, help="seconds per pickup run (default 15)")
+    p.add_argument("--loaded-rate", type=float, help="loaded producer rate (default 500/s)")
+    p.add_argument("--churn-s", type=float, help="churn period per system (default 600)")
+    p.add_argument("--churn-rate", type=float, help="churn producer rate (default 200/s)")
+    p.add_argument("--with-5m", action="store_true", help="add the 5M-task backlog (slow)")
+    p.add_argument("--report-only", action="store_true",
+                   help="run nothing: re-render the report and plots from the results file")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the results file's records of the scenarios not run now")
+    p.add_argument("--out", type=Path, default=OUT, help=f"output directory (default {OUT})")
+    common.add_server_argument(p)
+    args = p.parse_args(argv)
+    settings = quick_settings() if args.quick else Settings()
+    for attr, name in (("reps", "reps"), ("drain", "drain"), ("pickup_s", "pickup_s"),
+                       ("loaded_rate", "loaded_rate"), ("churn_s", "churn_s"),
+                       ("churn_rate", "churn_rate")):
+        value = getattr(args, attr)
+        if value is not None:
+            setattr(settings, name, value)
+    settings.with_big = args.with_5m
+    chosen = tuple(s.strip() for s in args.scenarios.split(",") if s.strip())
+    unknown = set(chosen) - set(SCENARIOS)
+    if unknown or not chosen or settings.reps < 1:
+        p.error(f"unknown scenarios {sorted(unknown)} (or none, or reps < 1)")
+    settings.scenarios = chosen
+    if settings.quick:  # numbers are not the point: shorter waits
+        harness.SETTLE_S, pickup.IDLE_BEFORE_S = 0.3, 0.3
+    return args, settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the chosen scenarios, then write results.json, the PNG plots and the report."""
+    args, settings = parse_args(argv)
+    began = time.monotonic()
+    records: list[dict[str, object]] = []
+    machine: list[str] = []
+    wanted = settings.scenarios
+    out: Path = args.out
+    suffix = "-quick" if settings.quick else ""
+    out.mkdir(parents=True, exist_ok=True)
+    raw = out / f"results{suffix}.json"
+    if args.report_only:
+        records += json.loads(raw.read_text())
+        wanted = ()
+    elif args.resume and raw.exists():
+        rerun = {"enqueue": ("enqueue_single", "drain"), "drain": ("enqueue_single", "drain"),
+                 "pickup": ("pickup",), "backlog": ("backlog",), "ablation": ("ablation",),
+                 "cost": ("churn",)}
+        dropped = {kind for s in wanted for kind in rerun[s]}
+        records += [r for r in json.loads(raw.read_text()) if r["scenario"] not in dropped]
+    steps: list[tuple[str, Callable[[], None]]] = [
+        ("enqueue+drain", lambda: throughput.run(settings, args.dsn, records, machine)),
+        ("pickup", lambda: pickup.run(settings, args.dsn, records)),
+        ("backlog", lambda: backlog.run(settings, args.dsn, records)),
+        ("ablation", lambda: backlog.run_ablation(settings, args.dsn, records)),
+        ("cost", lambda: pickup.run_churn(settings, args.dsn, records)),
+    ]
+    failed: list[str] = []
+    for name, step in steps:
+        if not any(part in wanted for part in name.split("+")):
+            continue
+        try:
+            step()
+        except Exception as exc:  # keep the other scenarios' results; exit non-zero
+            harness.log(f"scenario {name} FAILED: {exc!r}")
+            failed.append(f"{name}: {exc!r}"[:500])
+        raw.write_text(json.dumps(records, indent=1, default=str))
+    if not machine:
+        with common.server(args.dsn) as (admin, description):
+            machine = common.machine_lines(admin, description)
+    drawn = plots.draw(records, settings, out / ("plots-quick" if settings.quick else "plots"))
+    command = "python -m bench " + shlex.join(argv if argv is not None else sys.argv[1:])
+    text = report.render(records, settings, machine, command.strip(),
+                         [p.relative_to(out) for p in drawn], time.monotonic() - began)
+    if failed:
+        text += "\n## Failed scenarios\n\n" + "\n".join(f"- {f}" for f in failed) + "\n"
+    target = out / f"report{suffix}.md"
+    target.write_text(text + "\n", encoding="utf-8")
+    harness.log(f"report written to {target} ({(time.monotonic() - began) / 60:.1f} min)")
+    return 1 if failed else 0

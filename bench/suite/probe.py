@@ -1,0 +1,78 @@
+"""What every system's runner shares: the handler probe (counts, latencies, CPU, RSS).
+
+A consumer registers a no-op handler that calls :meth:`Probe.hit`; the probe
+records when each task started (and, when the payload carries its enqueue time
+``t``, the pickup latency), and samples the process's RSS while it runs.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import psutil
+
+QUEUE = "bench"  # shardq queue / PGQueuer entrypoint / Procrastinate task name suffix
+
+
+class Probe:
+    """Counts handled tasks until ``target``; records latencies, CPU time and peak RSS."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.count = 0
+        self.latencies_ms: list[float] = []
+        self.done = threading.Event()
+        self.first = self.last = 0.0
+        self._lock = threading.Lock()
+        self._proc = psutil.Process()
+        self._cpu0 = 0.0
+        self.began = 0.0
+        self.peak_rss = 0
+        self._sampling = threading.Event()
+
+    def start(self) -> None:
+        """Start the clock (the consumer is about to start) and the RSS sampler."""
+        times = self._proc.cpu_times()
+        self._cpu0 = times.user + times.system
+        self.began = time.perf_counter()
+        threading.Thread(target=self._sample, daemon=True, name="probe-rss").start()
+
+    def _sample(self) -> None:
+        while not self._sampling.is_set():
+            self.peak_rss = max(self.peak_rss, self._proc.memory_info().rss)
+            self._sampling.wait(0.1)
+
+    def hit(self, payload: Any = None) -> None:
+        """One task started: count it, and note its pickup latency if it carries ``t``."""
+        now = time.perf_counter()
+        wall = time.time()
+        with self._lock:
+            self.count += 1
+            if self.count == 1:
+                self.first = now
+            self.last = now
+            if isinstance(payload, dict) and "t" in payload:
+                self.latencies_ms.append((wall - float(payload["t"])) * 1000.0)
+            if self.count >= self.target:
+                self.done.set()
+
+    def result(self) -> dict[str, Any]:
+        """The run's numbers as a JSON-able dict (call once the consumer stopped)."""
+        self._sampling.set()
+        times = self._proc.cpu_times()
+        self.peak_rss = max(self.peak_rss, self._proc.memory_info().rss)
+        return {
+            "handled": self.count,
+            "elapsed_s": (self.last - self.began) if self.count else 0.0,
+            "cpu_s": times.user + times.system - self._cpu0,
+            "peak_rss": self.peak_rss,
+            "latencies_ms": self.latencies_ms,
+        }
+
+
+def paced(rate: float, seconds: float) -> list[float]:
+    """The perf_counter offsets at which a producer at ``rate``/s for ``seconds`` sends."""
+    count = max(1, int(rate * seconds))
+    return [i / rate for i in range(count)]

@@ -1,0 +1,72 @@
+"""The suite's knobs (full and ``--quick``) and the configurations it compares."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One system with one setting: how its consumer is configured."""
+
+    name: str
+    system: str  # shardq | pgqueuer | procrastinate | ceiling
+    consume: dict[str, Any] = field(default_factory=dict)
+    scale: float = 1.0  # fraction of the drain size it gets (Procrastinate is ~20x slower)
+    note: str = ""
+
+
+# The drain compares these; the first is "shardq" in every ratio.
+SHARDQ = Variant("shardq", "shardq", {"batch": 100, "claimers": 4, "concurrency": 8},
+                 note="worker daemon, batch 100, 4 claimers, 8 handler threads")
+SHARDQ_DEFAULT = Variant("shardq-defaults", "shardq", {},
+                         note="worker daemon defaults: batch 50, 8 claimers (16 buckets / 2)")
+PGQ_10 = Variant("pgqueuer-b10", "pgqueuer", {"batch": 10},
+                 note="QueueManager.run(batch_size=10) (its default)")
+PGQ_100 = Variant("pgqueuer-b100", "pgqueuer", {"batch": 100},
+                  note="QueueManager.run(batch_size=100)")
+PROC = Variant("procrastinate", "procrastinate", {"concurrency": 10}, scale=0.1,
+               note="run_worker_async(concurrency=10), async task, delete_jobs=successful")
+CEILING = Variant("ceiling", "ceiling", {"batch": 100, "clients": 4},
+                  note="pgbench -M prepared, 4 clients, shardq's claim(limit 100) + ack_many")
+DRAIN_VARIANTS = (SHARDQ, SHARDQ_DEFAULT, PGQ_10, PGQ_100, PROC, CEILING)
+PICKUP_VARIANTS = (SHARDQ_DEFAULT, PGQ_10, PROC)  # each system as users run it
+COST_VARIANTS = (SHARDQ_DEFAULT, PGQ_10, PROC)
+
+
+@dataclass
+class Settings:
+    """Sizes and repetitions of every scenario."""
+
+    quick: bool = False
+    reps: int = 3
+    enqueue_single: int = 3_000
+    enqueue_batch: int = 1_000
+    drain: int = 50_000
+    pickup_s: float = 15.0
+    idle_rate: float = 20.0
+    loaded_rate: float = 500.0
+    backlogs: tuple[int, ...] = (10_000, 1_000_000)
+    big_backlog: int = 5_000_000
+    with_big: bool = False
+    in_flight: int = 10_000
+    future: int = 1_000_000
+    backlog_drain: int = 8_000
+    claim_samples: int = 200
+    ablation_buckets: tuple[int, ...] = (1, 4, 16, 64)
+    ablation_claimers: tuple[int, ...] = (2, 8, 32)
+    ablation_tasks: int = 30_000
+    churn_s: float = 600.0
+    churn_rate: float = 200.0
+    scenarios: tuple[str, ...] = ("enqueue", "drain", "pickup", "backlog", "ablation", "cost")
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def quick_settings() -> Settings:
+    """Every scenario, small: checks the harness end to end in under two minutes."""
+    return Settings(
+        quick=True, reps=1, enqueue_single=200, drain=3_000, pickup_s=1.5, loaded_rate=200.0,
+        backlogs=(2_000, 20_000), in_flight=1_000, future=20_000, backlog_drain=1_000,
+        claim_samples=20, ablation_buckets=(1, 64), ablation_claimers=(2, 32),
+        ablation_tasks=2_000, churn_s=3.0, churn_rate=100.0)

@@ -1,0 +1,111 @@
+"""PGQueuer driven through its documented API: ``Queries.enqueue`` and ``QueueManager.run``.
+
+One asyncpg connection per process (PGQueuer's own examples), the unix socket of
+the embedded server as host; ``batch_size`` is ``QueueManager.run``'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import asyncpg
+from pgqueuer import AsyncpgDriver, Job, Queries, QueueManager
+from psycopg.conninfo import conninfo_to_dict
+
+from bench.suite.probe import QUEUE, Probe, paced
+
+NAME = "pgqueuer"
+
+
+async def _connect(url: str) -> asyncpg.Connection:
+    info = conninfo_to_dict(url)
+    return await asyncpg.connect(
+        host=info.get("host"), port=int(info.get("port") or 5432), user=info.get("user"),
+        database=info.get("dbname"), password=info.get("password") or None)
+
+
+def setup(url: str) -> None:
+    """Install PGQueuer's schema (``Queries.install``)."""
+    async def go() -> None:
+        conn = await _connect(url)
+        try:
+            await Queries(AsyncpgDriver(conn)).install()
+        finally:
+            await conn.close()
+    asyncio.run(go())
+
+
+def enqueue(url: str, n: int, batch: int) -> dict[str, Any]:
+    """Enqueue ``n`` jobs: one call each, or list-valued ``Queries.enqueue`` batches."""
+    async def go() -> dict[str, Any]:
+        conn = await _connect(url)
+        try:
+            queries = Queries(AsyncpgDriver(conn))
+            await queries.enqueue("warmup", b"{}")
+            began = time.perf_counter()
+            if batch <= 1:
+                for i in range(n):
+                    await queries.enqueue(QUEUE, json.dumps({"n": i}).encode())
+            else:
+                for start in range(0, n, batch):
+                    size = min(n, start + batch) - start
+                    await queries.enqueue(
+                        [QUEUE] * size,
+                        [json.dumps({"n": start + i}).encode() for i in range(size)],
+                        [0] * size)
+            return {"seconds": time.perf_counter() - began, "tasks": n}
+        finally:
+            await conn.close()
+    return asyncio.run(go())
+
+
+def consume(url: str, spec: dict[str, Any], probe: Probe, ready: Callable[[], None]) -> None:
+    """Run a QueueManager until ``probe`` saw its target or the deadline passed."""
+    async def go() -> None:
+        conn = await _connect(url)
+        try:
+            qm = QueueManager(Queries(AsyncpgDriver(conn)))
+
+            @qm.entrypoint(QUEUE)
+            async def noop(job: Job) -> None:
+                probe.hit(json.loads(job.payload) if job.payload else None)
+                if probe.done.is_set():
+                    qm.shutdown.set()
+
+            async def deadline() -> None:
+                await asyncio.sleep(float(spec["deadline_s"]))
+                qm.shutdown.set()
+
+            ready()
+            probe.start()
+            timer = asyncio.create_task(deadline())
+            await qm.run(batch_size=int(spec.get("batch") or 10))
+            timer.cancel()
+        finally:
+            await conn.close()
+    asyncio.run(go())
+
+
+def produce(url: str, rate: float, seconds: float) -> dict[str, Any]:
+    """Enqueue single jobs carrying their send time ``t`` at ``rate`` per second."""
+    async def go() -> dict[str, Any]:
+        conn = await _connect(url)
+        try:
+            queries = Queries(AsyncpgDriver(conn))
+            await queries.enqueue("warmup", b"{}")
+            began = time.perf_counter()
+            sent = 0
+            for offset in paced(rate, seconds):
+                pause = began + offset - time.perf_counter()
+                if pause > 0:
+                    await asyncio.sleep(pause)
+                await queries.enqueue(QUEUE, json.dumps({"t": time.time()}).encode())
+                sent += 1
+            return {"sent": sent, "seconds": time.perf_counter() - began}
+        finally:
+            await conn.close()
+    return asyncio.run(go())
