@@ -142,3 +142,34 @@ def test_schedule_goes_to_the_notified_bucket_first() -> None:
     assert schedule.targets[index] == ("q", 5) and wait == 0.0
     schedule.record(index, 1)
     assert schedule.pick()[0] >= 0  # the rest of the queue is due again too
+
+
+def test_claimers_wait_for_a_slow_completer(dsn: str, client: shardq.Client) -> None:
+    """With one ack per statement the completer is the bottleneck: claimers must not run
+    ahead of it, or finished tasks sit locked, unextended, until their leases expire."""
+    app = shardq.App(dsn)
+    runs: list[int] = []
+
+    @app.task(queue="slow-acks")
+    def noop(n: int) -> None:
+        runs.append(n)
+
+    noop.enqueue_many([(n,) for n in range(3000)])
+    worker = worker_for(dsn, app, concurrency=8, batch=100, claimers=8, ack_batch=1,
+                        ack_flush_ms=1)
+    worker.start()
+    most_locked = 0
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            stats = client.stats("slow-acks")
+            most_locked = max(most_locked, stats["locked"])
+            if stats["available"] + stats["locked"] == 0:
+                break
+            time.sleep(0.02)
+    finally:
+        worker.stop(grace_s=10)
+    assert client.stats("slow-acks")["locked"] == 0
+    assert sorted(runs) == list(range(3000))  # each ran once
+    # The prefetch capacity plus one batch per claimer, never the whole backlog.
+    assert most_locked <= 100 + 8 * 100

@@ -77,10 +77,11 @@ class Claimer(Loop[int]):
 
     def __init__(self, name: str, client: Client, schedule: Schedule, *,
                  buffer: queue_module.Queue[Context], capacity: int, keeper: LeaseKeeper,
-                 batch: int, lease_s: Callable[[str], float], metrics: Metrics) -> None:
+                 batch: int, lease_s: Callable[[str], float], metrics: Metrics,
+                 unwritten: Callable[[], int] = lambda: 0) -> None:
         super().__init__(name, schedule.poll_max_s)
         self.client, self.schedule, self.buffer, self.keeper = client, schedule, buffer, keeper
-        self.capacity = capacity
+        self.capacity, self.unwritten = capacity, unwritten
         self.batch, self.lease_s, self.metrics = batch, lease_s, metrics
         self._reset_lock = threading.Lock()
         self._wait_s = 0.0
@@ -95,8 +96,10 @@ class Claimer(Loop[int]):
     def run_once(self) -> int:
         """One claim on the next due target, sized to the room left in the buffer."""
         # The buffer itself is unbounded so a put never blocks; claimers keep it near
-        # ``capacity`` (concurrent claimers may overshoot by a batch each).
-        room = self.capacity - self.buffer.qsize()
+        # ``capacity`` (concurrent claimers may overshoot by a batch each).  Outcomes not
+        # yet written count too: their tasks stay locked without heartbeats, so claiming
+        # past a slow completer would let their leases expire and the work run twice.
+        room = self.capacity - self.buffer.qsize() - self.unwritten()
         if room <= 0:
             self._wait_s = FULL_BUFFER_WAIT_S
             return -1

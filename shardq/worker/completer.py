@@ -39,6 +39,7 @@ class Completer(Loop[int]):
         super().__init__("shardq-completer", flush_ms / 1000)
         self.client, self.metrics, self.batch = client, metrics, batch
         self._pending: list[Outcome] = []
+        self._writing = 0  # outcomes taken by run_once and not yet written
         self._lock = threading.Lock()
 
     def add(self, outcome: Outcome) -> None:
@@ -49,13 +50,23 @@ class Completer(Loop[int]):
         if full:
             self.wake()
 
+    def backlog(self) -> int:
+        """Outcomes waiting to be written (their tasks are still locked, unextended)."""
+        with self._lock:
+            return len(self._pending) + self._writing
+
     def run_once(self) -> int:
         """Write every queued outcome (acks with one statement, failures with another)."""
         with self._lock:
             outcomes, self._pending = self._pending, []
+            self._writing += len(outcomes)
         for start in range(0, len(outcomes), self.batch):
             chunk = outcomes[start:start + self.batch]
-            self._write([o for o in chunk if o.ok], [o for o in chunk if not o.ok])
+            try:
+                self._write([o for o in chunk if o.ok], [o for o in chunk if not o.ok])
+            finally:
+                with self._lock:
+                    self._writing -= len(chunk)
         return len(outcomes)
 
     def delay_after(self, result: int) -> float:

@@ -98,7 +98,7 @@ class Worker:
                                  self.config.poll_max_ms / 1000),
                         buffer=self.buffer, capacity=capacity, keeper=self.keeper,
                         batch=self.config.batch, lease_s=leases.__getitem__,
-                        metrics=self.metrics)
+                        metrics=self.metrics, unwritten=self.completer.backlog)
                 for i in range(count)]
 
     def _report(self, context: Context, outcome: Outcome) -> None:
