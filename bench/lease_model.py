@@ -208,7 +208,8 @@ def report(args: argparse.Namespace, runs: dict[str, list[Run]],
         *machine,
         f"- workload: {args.rows:,} tasks in {BUCKETS} buckets per table, {args.locked:,} held "
         f"locked (claimed, never acked); {args.threads} threads, one connection each, claim "
-        f"`LIMIT {args.limit} FOR UPDATE SKIP LOCKED` + delete-ack, buckets round-robin; "
+        f"`LIMIT {args.limit}` with " "`FOR UPDATE SKIP LOCKED`, then delete-ack, buckets "
+        "round-robin; "
         f"a run lasts {args.seconds:g} s or until {BUDGET:.0%} of the available tasks are acked; "
         f"{args.reps} rep(s) alternating A, B; tables refilled and VACUUM ANALYZEd before "
         "every run; acks delete by the ctid the claim returned (same in both models)",

@@ -107,6 +107,16 @@ def new_database() -> Iterator[Callable[[], str]]:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
+def assert_schema_gone(url: str) -> None:
+    """After a downgrade to base: no shardq schema, no applied revision."""
+    with connect(url) as conn:
+        schemas = "SELECT count(*) FROM information_schema.schemata WHERE schema_name = 'shardq'"
+        assert scalar(conn, schemas) == 0
+        assert scalar(conn, "SELECT count(*) FROM shardq_alembic_version") == 0
+        with pytest.raises(shardq.SchemaNotReady):
+            read_layout(conn)
+
+
 @pytest.fixture(scope="module")
 def url(new_database: Callable[[], str]) -> Iterator[str]:
     """A database migrated to head (twice: the second run has nothing to do), then to base."""
@@ -115,12 +125,7 @@ def url(new_database: Callable[[], str]) -> Iterator[str]:
     upgrade(url)
     yield url
     migrate.downgrade(url, revision="base")
-    with connect(url) as conn:
-        schemas = "SELECT count(*) FROM information_schema.schemata WHERE schema_name = 'shardq'"
-        assert scalar(conn, schemas) == 0
-        assert scalar(conn, "SELECT count(*) FROM shardq_alembic_version") == 0
-        with pytest.raises(shardq.SchemaNotReady):
-            read_layout(conn)
+    assert_schema_gone(url)
 
 
 @pytest.fixture
@@ -190,12 +195,7 @@ def test_downgrade_to_base_and_up_again(new_database: Callable[[], str]) -> None
     with shardq.Client(url) as c:
         c.enqueue_many("doomed", [{"i": i} for i in range(10)])
     migrate.downgrade(url, revision="base")
-    with connect(url) as conn:
-        schemas = "SELECT count(*) FROM information_schema.schemata WHERE schema_name = 'shardq'"
-        assert scalar(conn, schemas) == 0
-        assert scalar(conn, "SELECT count(*) FROM shardq_alembic_version") == 0
-        with pytest.raises(shardq.SchemaNotReady):
-            read_layout(conn)
+    assert_schema_gone(url)
     upgrade(url)
     with connect(url) as conn:
         assert read_layout(conn) == Layout("cockroachdb", SHARD, BUCKETS)

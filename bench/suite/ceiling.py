@@ -49,12 +49,9 @@ def claim_ack_script(buckets: int, limit: int) -> str:
            .replace("%(tokens)s", ":tokens"))
     if "%(" in claim or "%(" in ack:
         raise RuntimeError("a placeholder of shardq's SQL has no pgbench variable")
-    fold = ", ".join(f"coalesce(array_agg({col}), '{{}}') AS {var}" for col, var in (
-        ("bucket", "buckets"), ("queue", "queues"), ("exec_time", "exec_times"),
-        ("id", "ids"), ("lease_token", "tokens")))
-    return (f"\\set bucket random(0, {buckets - 1})\n"
-            f"WITH claimed AS (\n{claim}\n)\nSELECT {fold} FROM claimed \\gset\n"
-            f"{ack};\n")
+    # shardq's own statements, spliced into a pgbench script kept beside this module.
+    template = (Path(__file__).with_name("claim_ack.pgbench")).read_text(encoding="utf-8")
+    return template.format(last_bucket=buckets - 1, claim=claim, ack=ack)
 
 
 def enqueue_script(batch: int) -> str:

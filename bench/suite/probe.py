@@ -7,8 +7,10 @@ records when each task started (and, when the payload carries its enqueue time
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import psutil
@@ -76,3 +78,28 @@ def paced(rate: float, seconds: float) -> list[float]:
     """The perf_counter offsets at which a producer at ``rate``/s for ``seconds`` sends."""
     count = max(1, int(rate * seconds))
     return [i / rate for i in range(count)]
+
+
+def send_paced(rate: float, seconds: float, send: Callable[[], object]) -> dict[str, Any]:
+    """Call ``send`` at ``rate`` per second for ``seconds``; returns what was sent and when."""
+    offsets = paced(rate, seconds)
+    began = time.perf_counter()
+    for offset in offsets:
+        pause = began + offset - time.perf_counter()
+        if pause > 0:
+            time.sleep(pause)
+        send()
+    return {"sent": len(offsets), "seconds": time.perf_counter() - began}
+
+
+async def send_paced_async(rate: float, seconds: float,
+                           send: Callable[[], Awaitable[object]]) -> dict[str, Any]:
+    """:func:`send_paced` for async producers."""
+    offsets = paced(rate, seconds)
+    began = time.perf_counter()
+    for offset in offsets:
+        pause = began + offset - time.perf_counter()
+        if pause > 0:
+            await asyncio.sleep(pause)
+        await send()
+    return {"sent": len(offsets), "seconds": time.perf_counter() - began}

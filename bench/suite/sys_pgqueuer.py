@@ -16,7 +16,7 @@ import asyncpg
 from pgqueuer import AsyncpgDriver, Job, Queries, QueueManager
 from psycopg.conninfo import conninfo_to_dict
 
-from bench.suite.probe import QUEUE, Probe, paced
+from bench.suite.probe import QUEUE, Probe, send_paced_async
 
 NAME = "pgqueuer"
 
@@ -97,15 +97,8 @@ def produce(url: str, rate: float, seconds: float) -> dict[str, Any]:
         try:
             queries = Queries(AsyncpgDriver(conn))
             await queries.enqueue("warmup", b"{}")
-            began = time.perf_counter()
-            sent = 0
-            for offset in paced(rate, seconds):
-                pause = began + offset - time.perf_counter()
-                if pause > 0:
-                    await asyncio.sleep(pause)
-                await queries.enqueue(QUEUE, json.dumps({"t": time.time()}).encode())
-                sent += 1
-            return {"sent": sent, "seconds": time.perf_counter() - began}
+            return await send_paced_async(rate, seconds, lambda: queries.enqueue(
+                QUEUE, json.dumps({"t": time.time()}).encode()))
         finally:
             await conn.close()
     return asyncio.run(go())

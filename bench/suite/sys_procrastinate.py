@@ -17,7 +17,7 @@ from typing import Any
 
 import procrastinate
 
-from bench.suite.probe import QUEUE, Probe, paced
+from bench.suite.probe import QUEUE, Probe, send_paced_async
 
 NAME = "procrastinate"
 CONCURRENCY = 10
@@ -92,13 +92,6 @@ def produce(url: str, rate: float, seconds: float) -> dict[str, Any]:
         task = app.tasks[QUEUE]
         async with app.open_async():
             await app.configure_task("warmup", queue="warmup").defer_async()
-            began = time.perf_counter()
-            sent = 0
-            for offset in paced(rate, seconds):
-                pause = began + offset - time.perf_counter()
-                if pause > 0:
-                    await asyncio.sleep(pause)
-                await task.defer_async(t=time.time())
-                sent += 1
-            return {"sent": sent, "seconds": time.perf_counter() - began}
+            return await send_paced_async(rate, seconds,
+                                          lambda: task.defer_async(t=time.time()))
     return asyncio.run(go())

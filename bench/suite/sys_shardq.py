@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import shardq
-from bench.suite.probe import QUEUE, Probe, paced
+from bench.suite.probe import QUEUE, Probe, send_paced
 from shardq.config import ClientConfig, load
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
@@ -64,12 +64,4 @@ def produce(url: str, rate: float, seconds: float) -> dict[str, Any]:
     """Enqueue single tasks carrying their send time ``t`` at ``rate`` per second."""
     with shardq.Client(url, pool_max_size=2) as client:
         client.enqueue("warmup", {})
-        began = time.perf_counter()
-        sent = 0
-        for offset in paced(rate, seconds):
-            pause = began + offset - time.perf_counter()
-            if pause > 0:
-                time.sleep(pause)
-            client.enqueue(QUEUE, {"t": time.time()})
-            sent += 1
-        return {"sent": sent, "seconds": time.perf_counter() - began}
+        return send_paced(rate, seconds, lambda: client.enqueue(QUEUE, {"t": time.time()}))
