@@ -89,7 +89,8 @@ def drain(url: str, n: int, claimers: int, batch: int, mode: str) -> Drain:
         buckets = client.bucket_count
         targets = [(Q, b) for b in range(buckets)]
         base = random.randrange(buckets)
-        schedules = [Schedule(targets, base + i * buckets // claimers, POLL_MAX_S)
+        schedules = [Schedule(targets, base + i * buckets // claimers, POLL_MAX_S,
+                              share=claimers, listening=mode == "notify")
                      for i in range(claimers)]
         guards = [threading.Lock() for _ in range(claimers)]
         wakes = [threading.Event() for _ in range(claimers)]
@@ -112,7 +113,7 @@ def drain(url: str, n: int, claimers: int, batch: int, mode: str) -> Drain:
                     continue
                 tasks = client.claim_bucket(Q, schedule.targets[index][1], limit=batch)
                 with guard:
-                    schedule.record(index, len(tasks))
+                    schedule.record(index, len(tasks), batch)
                 now = time.perf_counter()
                 with lock:
                     d.claims += 1
@@ -145,11 +146,10 @@ def drain(url: str, n: int, claimers: int, batch: int, mode: str) -> Drain:
                     d.sent[k] = (d.claims, d.full, d.started, time.perf_counter())
                     if d.sent[k][3] - d.last_empty.get(bucket, -POLL_MAX_S) < POLL_MAX_S:
                         d.cooling.add(k)  # a claimer may be skipping its bucket for a while
-                if mode == "notify":
-                    for schedule, guard, wake in zip(schedules, guards, wakes, strict=True):
-                        with guard:
-                            schedule.reset(Q, bucket)
-                        wake.set()
+                if mode == "notify":  # as the daemon does: one claimer hears of it
+                    with guards[k % claimers]:
+                        schedules[k % claimers].hint(Q, bucket)
+                    wakes[k % claimers].set()
 
         threads = [threading.Thread(target=guarded, args=(claim_steps, i), daemon=True)
                    for i in range(claimers)]

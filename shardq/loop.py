@@ -72,6 +72,8 @@ class Loop(ABC, Generic[R]):
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            # Cleared before the step, so a wake() that arrives during it is not lost.
+            self._wake.clear()
             try:
                 delay = self.delay_after(self.run_once())
             except Exception:
@@ -79,4 +81,3 @@ class Loop(ABC, Generic[R]):
                 delay = self.interval_s
             if delay > 0:
                 self._wake.wait(delay)
-            self._wake.clear()

@@ -32,7 +32,7 @@ def test_schedule_round_robin_from_offset() -> None:
         index, wait = schedule.pick()
         assert wait == 0
         picks.append(schedule.targets[index][1])
-        schedule.record(index, 5)
+        schedule.record(index, 5, 5)
     assert picks == [2, 3, 0, 1, 2, 3]
 
 
@@ -40,22 +40,22 @@ def test_schedule_cools_empty_buckets_and_resets() -> None:
     clock = FakeTime()
     schedule = Schedule([("q", 0), ("q", 1)], offset=0, poll_max_s=0.05, clock=clock)
     i, _ = schedule.pick()
-    schedule.record(i, 0)
+    schedule.record(i, 0, 10)
     j, _ = schedule.pick()
-    schedule.record(j, 0)
+    schedule.record(j, 0, 10)
     index, wait = schedule.pick()
     assert index == -1 and wait == pytest.approx(FIRST_COOLDOWN_S)
     cooldowns = []
     for _ in range(5):  # doubling, capped at poll_max_s
         clock.now += 1
         k, _ = schedule.pick()
-        schedule.record(k, 0)
+        schedule.record(k, 0, 10)
         cooldowns.append(schedule._cooldown[k])
     assert max(cooldowns) == 0.05 and cooldowns == sorted(cooldowns)
     clock.now += 1
     for _ in range(2):
         k, _ = schedule.pick()
-        schedule.record(k, 0)
+        schedule.record(k, 0, 10)
     assert schedule.pick()[0] == -1  # both cooling down
     schedule.reset("q")
     index, wait = schedule.pick()
@@ -130,18 +130,70 @@ def test_stop_gives_back_prefetched_tasks_without_penalty(dsn: str, client: shar
     assert connect.execute("SELECT max(attempts) FROM shardq.tasks").fetchone() == (0,)
 
 
-def test_schedule_goes_to_the_notified_bucket_first() -> None:
-    clock = FakeTime()
-    schedule = Schedule([("q", b) for b in range(8)], offset=0, poll_max_s=1.0, clock=clock)
-    for _ in range(8):  # every bucket found empty: all cooling down
+def all_cooling(schedule: Schedule) -> None:
+    """Visit every target and find it empty."""
+    for _ in range(len(schedule.targets)):
         i, _ = schedule.pick()
-        schedule.record(i, 0)
+        schedule.record(i, 0, 10)
     assert schedule.pick()[0] == -1
-    schedule.reset("q", 5)
-    index, wait = schedule.pick()
-    assert schedule.targets[index] == ("q", 5) and wait == 0.0
-    schedule.record(index, 1)
-    assert schedule.pick()[0] >= 0  # the rest of the queue is due again too
+
+
+@pytest.mark.parametrize("listening", [False, True])
+def test_schedule_goes_to_the_notified_bucket_first(listening: bool) -> None:
+    schedule = Schedule([("q", b) for b in range(8)], offset=0, poll_max_s=1.0,
+                        listening=listening, clock=FakeTime())
+    all_cooling(schedule)
+    schedule.hint("q", 5)
+    schedule.hint("q", 2)
+    schedule.hint("q", 5)  # a second note for the same bucket adds no visit
+    assert [schedule.targets[schedule.pick()[0]] for _ in range(2)] == [("q", 5), ("q", 2)]
+    assert schedule.pick()[0] == -1  # a hint makes no other bucket due
+    five = schedule._index[("q", 5)]
+    schedule.record(five, 10, 10)  # a full claim: more may wait there
+    assert schedule.pick() == (five, 0.0)
+    schedule.record(five, 3, 10)  # a short claim: drained
+    if listening:  # new work there will be announced
+        assert schedule.pick()[0] == -1 and schedule._cooldown[five] == 1.0
+    else:  # nothing will say so: keep looking
+        assert schedule.pick() == (five, 0.0)
+
+
+def test_schedule_polls_owned_targets_at_poll_max_and_the_rest_rarely() -> None:
+    clock = FakeTime()
+    targets = [("q", b) for b in range(16)]
+    schedule = Schedule(targets, offset=4, poll_max_s=1.0, share=8, clock=clock)
+    visits: dict[int, int] = {}
+    for _ in range(4000):  # 40 s of an idle worker, in 10 ms steps
+        index, _ = schedule.pick()
+        if index < 0:
+            clock.now += 0.01
+            continue
+        visits[schedule.targets[index][1]] = visits.get(schedule.targets[index][1], 0) + 1
+        schedule.record(index, 0, 10)
+    owned = {visits[4], visits[5]}
+    others = [visits[b] for b in range(16) if b not in (4, 5)]
+    assert min(owned) >= 40 and max(others) <= 15  # every 1 s vs every 8 s, after warm-up
+    schedule.reset("q")
+    assert schedule.pick()[0] >= 0  # new work everywhere: all due
+
+
+def test_a_note_for_one_bucket_wakes_one_idle_claimer(dsn: str) -> None:
+    app = shardq.App(dsn)
+    app.task(queue="hinted")(lambda: None)
+    worker = Worker(app, ClientConfig(dsn=dsn), WorkerConfig(janitors=0, claimers=4))
+    try:
+        for claimer in worker.claimers:
+            all_cooling(claimer.schedule)
+        worker.claimers[1]._claiming = True  # busy: passed over while another is idle
+        for bucket in range(3):
+            worker._heard("hinted", bucket)
+        hinted = [[c.schedule.targets[i] for i in c.schedule._hints] for c in worker.claimers]
+        assert sorted(t for h in hinted for t in h) == [("hinted", b) for b in range(3)]
+        assert hinted[1] == [] and all(len(h) <= 1 for h in hinted)
+        worker._heard("hinted", None)  # many buckets: every claimer looks everywhere
+        assert all(c.schedule.pick()[0] >= 0 for c in worker.claimers)
+    finally:
+        worker.client.close()
 
 
 def test_claimers_wait_for_a_slow_completer(dsn: str, client: shardq.Client) -> None:

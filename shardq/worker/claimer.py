@@ -1,10 +1,20 @@
 """Claimers: threads that visit (queue, bucket) pairs round-robin and fill the prefetch buffer.
 
-Each claimer starts at its own offset so that claimers spread over the buckets.
-A bucket found empty is skipped for a cool-down that doubles on each empty visit
-(up to ``poll_max_ms``); a non-empty claim or an enqueue notification resets it.
-When every bucket is cooling down the claimer sleeps until the first is due again,
-or until it is woken.
+Each claimer starts at its own offset so that claimers spread over the buckets, and
+*owns* the slice of targets from its offset up to the next claimer's.  A full claim
+makes its target due again at once.  A claim that comes back short means the target
+is drained; the target then cools down for a while, at most ``poll_max_s`` for an
+owned target and ``poll_max_s`` times the number of claimers for the others, so that
+every target is still looked at about once per ``poll_max_s`` by the worker as a
+whole while idle polling costs one claim per target, not one per claimer.
+
+How long the cool-down is depends on whether the worker hears enqueue notifications.
+When it does, new work is announced (a hint sends one claimer to its bucket), so a
+drained target cools down for the whole cap at once: polling is only the safety net
+for missed notes and for scheduled tasks coming due.  When it does not, an empty
+target's cool-down starts short and doubles on each empty visit, and a short claim
+that found something keeps the target due.  When every target is cooling down the
+claimer sleeps until the first is due again, or until it is woken.
 """
 
 from __future__ import annotations
@@ -25,23 +35,31 @@ FULL_BUFFER_WAIT_S = 0.05
 
 
 class Schedule:
-    """Round-robin order over (queue, bucket) targets with per-target cool-downs."""
+    """Round-robin order over (queue, bucket) targets with per-target cool-downs.
 
-    def __init__(self, targets: list[tuple[str, int]], offset: int, poll_max_s: float,
+    ``share`` is how many claimers split the targets; this schedule owns the first
+    ``ceil(len(targets) / share)`` of them after rotating by ``offset``.  ``listening``
+    says whether new work is announced (see the module's docstring).
+    """
+
+    def __init__(self, targets: list[tuple[str, int]], offset: int, poll_max_s: float, *,
+                 share: int = 1, listening: bool = False,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.targets = targets[offset % len(targets):] + targets[:offset % len(targets)]
-        self.poll_max_s, self.clock = poll_max_s, clock
+        n = len(targets)
+        self.targets = targets[offset % n:] + targets[:offset % n]
+        self.poll_max_s, self.listening, self.clock = poll_max_s, listening, clock
+        owned = -(-n // max(1, share))
+        self._cap = [poll_max_s if i < owned else poll_max_s * share for i in range(n)]
         self._next = 0
-        self._cool_until = [0.0] * len(self.targets)
-        self._cooldown = [0.0] * len(self.targets)
-        self._hint: int | None = None
+        self._cool_until = [0.0] * n
+        self._cooldown = [0.0] * n
+        self._hints: list[int] = []
         self._index = {target: i for i, target in enumerate(self.targets)}
 
     def pick(self) -> tuple[int, float]:
         """The index of the next target to claim from, or (-1, seconds until one is due)."""
-        if self._hint is not None:
-            hint, self._hint = self._hint, None
-            return hint, 0.0
+        if self._hints:
+            return self._hints.pop(0), 0.0
         now = self.clock()
         n = len(self.targets)
         for step in range(n):
@@ -51,25 +69,35 @@ class Schedule:
                 return i, 0.0
         return -1, max(0.0, min(self._cool_until) - now)
 
-    def record(self, index: int, claimed: int) -> None:
-        """Note how a claim on target ``index`` went."""
-        if claimed:
+    def record(self, index: int, claimed: int, limit: int) -> None:
+        """Note that a claim of at most ``limit`` tasks on target ``index`` took ``claimed``."""
+        if claimed >= limit or (claimed and not self.listening):
             self._cooldown[index] = 0.0
             self._cool_until[index] = 0.0
             return
-        cooldown = min(self.poll_max_s, max(FIRST_COOLDOWN_S, self._cooldown[index] * 2))
+        cap = self._cap[index]
+        doubled = min(cap, max(FIRST_COOLDOWN_S, self._cooldown[index] * 2))
+        cooldown = cap if self.listening else doubled
         self._cooldown[index] = cooldown
         self._cool_until[index] = self.clock() + cooldown
 
-    def reset(self, queue: str | None = None, bucket: int | None = None) -> None:
-        """Make every target (of ``queue``) due now: there is new work; the next pick is
-        (``queue``, ``bucket``) when both are given."""
+    def reset(self, queue: str | None = None) -> None:
+        """Make every target (of ``queue``) due now: there is new work in many buckets."""
         for i, (q, _) in enumerate(self.targets):
             if queue is None or q == queue:
                 self._cool_until[i] = 0.0
                 self._cooldown[i] = 0.0
-        if queue is not None and bucket is not None:
-            self._hint = self._index.get((queue, bucket))
+
+    @property
+    def hinted(self) -> bool:
+        """Whether a hinted target waits to be picked."""
+        return bool(self._hints)
+
+    def hint(self, queue: str, bucket: int) -> None:
+        """New work in one bucket: claim from (``queue``, ``bucket``) next."""
+        index = self._index.get((queue, bucket))
+        if index is not None and index not in self._hints:
+            self._hints.append(index)
 
 
 class Claimer(Loop[int]):
@@ -85,12 +113,17 @@ class Claimer(Loop[int]):
         self.batch, self.lease_s, self.metrics = batch, lease_s, metrics
         self._reset_lock = threading.Lock()
         self._wait_s = 0.0
+        self._claiming = False
 
     def notify(self, queue: str | None, bucket: int | None = None) -> None:
-        """New work on ``queue`` (None: any), in ``bucket`` if known: wake up and look there
-        first, and forget the queue's cool-downs."""
+        """New work: in ``bucket`` of ``queue`` (look there next), or anywhere in ``queue``
+        when the bucket is unknown, or in any queue when ``queue`` is None (forget the
+        cool-downs).  Wakes the claimer."""
         with self._reset_lock:
-            self.schedule.reset(queue, bucket)
+            if queue is not None and bucket is not None:
+                self.schedule.hint(queue, bucket)
+            else:
+                self.schedule.reset(queue)
         self.wake()
 
     def run_once(self) -> int:
@@ -110,9 +143,14 @@ class Claimer(Loop[int]):
             return 0
         queue, bucket = self.schedule.targets[index]
         limit = min(self.batch, room)
-        tasks = self.client.claim_bucket(queue, bucket, limit=limit, lease_s=self.lease_s(queue))
+        self._claiming = True
+        try:
+            tasks = self.client.claim_bucket(queue, bucket, limit=limit,
+                                             lease_s=self.lease_s(queue))
+        finally:
+            self._claiming = False
         with self._reset_lock:
-            self.schedule.record(index, len(tasks))
+            self.schedule.record(index, len(tasks), limit)
         if tasks:
             self.metrics.claimed.labels(queue).inc(len(tasks))
             self.metrics.batch_fill.observe(len(tasks) / limit)
@@ -125,6 +163,12 @@ class Claimer(Loop[int]):
     def starved(self) -> bool:
         """Whether the claimer is waiting for room in the buffer."""
         return self._wait_s == FULL_BUFFER_WAIT_S
+
+    @property
+    def idle(self) -> bool:
+        """Whether the claimer is between claims, with room in the buffer and no hint
+        pending: a notification given to it is acted on at once."""
+        return not (self._claiming or self.starved or self.schedule.hinted)
 
     def delay_after(self, result: int) -> float:
         """No pause while claims find work; otherwise until a bucket is due or a wake-up."""

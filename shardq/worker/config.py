@@ -16,7 +16,7 @@ class WorkerConfig:
     concurrency: int = setting(8, "handlers running at once")
     claimers: int = setting(0, "claiming threads (0: half the bucket count, at least 1)")
     batch: int = setting(50, "most tasks one claim takes")
-    poll_max_ms: int = setting(1000, "longest sleep when every bucket was empty")
+    poll_max_ms: int = setting(1000, "longest a bucket goes unvisited when all were empty")
     janitors: int = setting(1, "janitor threads in this process (0: none)")
     janitor_interval_s: float = setting(1.0, "pause between janitor passes")
     metrics_port: int = setting(0, "serve Prometheus metrics on this port (0: off)")

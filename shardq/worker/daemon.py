@@ -64,7 +64,7 @@ class Worker:
         app.use_client(self.client)
         # One connection per claimer and janitor, plus the lease keeper, the completer,
         # the stats sampler and handlers that enqueue.
-        claimers = config.claimers or max(1, self.client.bucket_count // 2)
+        claimers = config.claimers or max(1, self.client.bucket_count // 2)  # the seed's advice
         needed = claimers + config.janitors + 5
         if client_config.pool_max_size < needed:
             self.client.db.pool.resize(min_size=1, max_size=needed)
@@ -77,25 +77,26 @@ class Worker:
                                    flush_ms=config.ack_flush_ms)
         self.slots = Slots(app, self.buffer, concurrency=config.concurrency, report=self._report,
                            taken=self._taken, metrics=self.metrics)
-        self.claimers = self._claimers(queues, leases)
-        self.janitors = [Janitor(self.client, config.janitor_interval_s)
-                         for _ in range(config.janitors)]
         self.listener = (Listener(self.client.db.dsn, set(queues), self._heard)
                          if config.listen and self.client.dialect == "postgresql" else None)
+        self.claimers = self._claimers(queues, leases, claimers)
+        self.janitors = [Janitor(self.client, config.janitor_interval_s)
+                         for _ in range(config.janitors)]
         self.sampler = (StatsSampler(self.client, queues, self.metrics)
                         if config.metrics_port else None)
+        self._turn = 0
         self._state_lock = threading.Lock()
         self._started = self._stopped = False
 
-    def _claimers(self, queues: list[str], leases: dict[str, float]) -> list[Claimer]:
-        n_buckets = self.client.bucket_count
-        targets = [(q, b) for b in range(n_buckets) for q in queues]
-        count = self.config.claimers or max(1, n_buckets // 2)  # the seed's advice
+    def _claimers(self, queues: list[str], leases: dict[str, float],
+                  count: int) -> list[Claimer]:
+        targets = [(q, b) for b in range(self.client.bucket_count) for q in queues]
         base = random.randrange(len(targets))
         capacity = max(self.config.batch, self.config.concurrency)
         return [Claimer(f"shardq-claimer-{i}", self.client,
                         Schedule(targets, base + i * len(targets) // count,
-                                 self.config.poll_max_ms / 1000),
+                                 self.config.poll_max_ms / 1000, share=count,
+                                 listening=self.listener is not None),
                         buffer=self.buffer, capacity=capacity, keeper=self.keeper,
                         batch=self.config.batch, lease_s=leases.__getitem__,
                         metrics=self.metrics, unwritten=self.completer.backlog)
@@ -112,8 +113,18 @@ class Worker:
                 claimer.wake()
 
     def _heard(self, queue: str | None, bucket: int | None) -> None:
-        for claimer in self.claimers:
-            claimer.notify(queue, bucket)
+        if queue is None or bucket is None:  # work in many buckets, or notes were missed
+            for claimer in self.claimers:
+                claimer.notify(queue, bucket)
+            return
+        # One task in one bucket: one claimer is enough.  Waking them all would make
+        # every claimer claim, mostly in vain, for every enqueued task.  Turns rotate
+        # so that hints spread; an idle claimer is preferred so the hint is acted on now.
+        n = len(self.claimers)
+        self._turn = (self._turn + 1) % n
+        order = [self.claimers[(self._turn + k) % n] for k in range(n)]
+        chosen = next((c for c in order if c.idle), order[0])
+        chosen.notify(queue, bucket)
 
     def _loops(self) -> list[Loop[Any]]:
         loops: list[Loop[Any]] = [self.completer, self.keeper, *self.janitors]
