@@ -9,7 +9,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from psycopg.errors import UniqueViolation
 from psycopg.rows import dict_row
@@ -149,7 +149,7 @@ class Client:
         if keys is not None and any(k is not None for k in
                                     operations.parallel("keys", keys, len(texts))):
             return keyed.enqueue_rows(self, conn, params, list(keys), texts)
-        ids = [TaskId(uuid4()) for _ in texts]
+        ids = TaskId.random_batch(len(texts))
         if not texts:
             return ids
         writer = operations.copy_tasks if self.dialect == "postgresql" else operations.insert_tasks

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-from uuid import UUID
+from uuid import UUID, SafeUUID
 
 
 @dataclass(eq=False)
@@ -76,5 +77,25 @@ class TaskId(UUID):
     coalesced: bool
 
     def __init__(self, value: UUID | str, coalesced: bool = False) -> None:
-        super().__init__(str(value))
+        super().__init__(int=value.int) if isinstance(value, UUID) else super().__init__(value)
         object.__setattr__(self, "coalesced", coalesced)
+
+    @classmethod
+    def random_batch(cls, n: int) -> list[TaskId]:
+        """``n`` new random (version 4) ids, made an order of magnitude faster than
+        ``uuid4()`` one by one: one read of the system's random source, and no parsing."""
+        raw = os.urandom(16 * n)
+        ids = []
+        for start in range(0, 16 * n, 16):
+            task_id = object.__new__(cls)
+            value = int.from_bytes(raw[start:start + 16]) & _V4_CLEAR | _V4_SET
+            object.__setattr__(task_id, "int", value)
+            object.__setattr__(task_id, "is_safe", SafeUUID.unknown)
+            object.__setattr__(task_id, "coalesced", False)
+            ids.append(task_id)
+        return ids
+
+
+# The version (4) and variant (RFC 4122) bits of a random UUID, as uuid.UUID sets them.
+_V4_CLEAR = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)
+_V4_SET = (0x4000 << 64) | (0x8000 << 48)

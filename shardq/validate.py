@@ -14,6 +14,10 @@ from shardq.errors import InvalidTask
 QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 MAX_DELAY_S = 100 * 365 * 86400
 MAX_PRIORITY_S = 100 * 365 * 86400
+# One encoder for every payload: json.dumps with options builds a new one per call.
+# ensure_ascii (the default) keeps the text ASCII, so its length is its size in bytes
+# and it never holds a raw control character.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 
 def queue_name(name: object) -> str:
@@ -29,10 +33,10 @@ def queue_name(name: object) -> str:
 def payload_json(payload: Any, max_bytes: int) -> str:
     """The payload as compact JSON text, refused if not serialisable or over ``max_bytes``."""
     try:
-        text = json.dumps(payload, separators=(",", ":"), allow_nan=False)
+        text = _ENCODER.encode(payload)
     except (TypeError, ValueError) as exc:
         raise InvalidTask(f"payload is not JSON-serialisable: {exc}") from None
-    size = len(text.encode("utf-8"))
+    size = len(text)
     if size > max_bytes:
         raise InvalidTask(f"payload is {size} bytes, over the limit of {max_bytes}")
     if "\\u0000" in text:

@@ -1,3 +1,5 @@
+-- A batch of new tasks in COPY's text format: one block of rows built by the client
+-- (shardq.operations.copy_tasks).
 COPY shardq.tasks
     (id, queue, payload, exec_time, priority, pending_head_start_s, max_attempts, enqueued_at)
-FROM STDIN (FORMAT BINARY)
+FROM STDIN

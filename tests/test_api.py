@@ -10,6 +10,7 @@ import pytest
 
 import shardq
 from shardq import Client
+from shardq.task import TaskId
 
 
 def row(conn: psycopg.Connection[Any], task_id: object) -> dict[str, Any]:
@@ -61,6 +62,19 @@ def test_enqueue_many_copies_rows_with_shared_options(client: Client,
     assert count(connect, "bucket = mod(get_byte(uuid_send(id), 14) * 256 "
                           "+ get_byte(uuid_send(id), 15), 16)") == 1000
     assert client.enqueue_many("bulk", []) == []
+
+
+# Payloads that COPY's text format would misread if sent unescaped.
+AWKWARD_PAYLOADS: list[Any] = [
+    "back\\slash", "tab\tand\nnewline\r", "\\N", None, "", "é☃ and \u2028", ["\\", "\\\\"],
+    {"nested": {"q": "\"quoted\"", "n": -1.5}}, 0, True, "\\.",
+]
+
+
+def test_enqueue_many_keeps_every_payload_exactly(client: Client) -> None:
+    ids = client.enqueue_many("awkward", AWKWARD_PAYLOADS)
+    assert [info.payload for info in map(client.get, ids) if info] == AWKWARD_PAYLOADS
+    assert all(isinstance(i, TaskId) and i.version == 4 and not i.coalesced for i in ids)
 
 
 def test_enqueue_in_callers_transaction_rolls_back(client: Client, dsn: str,

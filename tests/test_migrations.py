@@ -80,7 +80,7 @@ def test_each_revision_is_rerunnable(databases: Any) -> None:
     migrate.upgrade(url, output=io.StringIO())
     with psycopg.connect(url) as conn:
         assert conn.execute("SELECT version_num FROM shardq_alembic_version").fetchone() == (
-            "0008",)
+            "0009",)
 
 
 @pytest.mark.parametrize("buckets", [1, 4, 64])

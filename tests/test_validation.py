@@ -115,3 +115,15 @@ def test_env_settings(dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SHARDQ_MAX_ATTEMPTS", "many")
     with pytest.raises(ConfigError, match="SHARDQ_MAX_ATTEMPTS"):
         shardq.Client()
+
+
+@pytest.mark.parametrize("queue", ["", "_a", "-a", "a b", "caf\u00e9", "q" * 129, "a\nb"])
+def test_the_database_refuses_bad_queue_names_written_around_the_client(
+        connect: psycopg.Connection[Any], queue: str) -> None:
+    with pytest.raises(psycopg.errors.CheckViolation, match="tasks_queue_check"):
+        connect.execute("INSERT INTO shardq.tasks (queue, payload) VALUES (%s, '{}')", (queue,))
+
+
+def test_the_database_takes_every_good_queue_name(connect: psycopg.Connection[Any]) -> None:
+    for queue in ["a", "A.b:c-d_9", "9", "q" * 128]:
+        connect.execute("INSERT INTO shardq.tasks (queue, payload) VALUES (%s, '{}')", (queue,))
