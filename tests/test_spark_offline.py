@@ -173,6 +173,7 @@ def test_the_ledger_migration_is_one_rerunnable_statement(dialect: str) -> None:
     out = io.StringIO()
     migrate.upgrade(None, sql=True, dialect=dialect, bucket_count=16, output=out)
     script = out.getvalue().partition("-- Running upgrade 0007 -> 0008")[2]
+    script = script.partition("-- Running upgrade 0008 -> ")[0]
     statements = [s.strip() for s in re.sub(r"--[^\n]*", "", script).split(";") if s.strip()]
     ddl = [s for s in statements
            if s not in ("BEGIN", "COMMIT") and "shardq_alembic_version" not in s]
