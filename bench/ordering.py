@@ -113,7 +113,7 @@ def drain(url: str, n: int, claimers: int, batch: int, mode: str) -> Drain:
                     continue
                 tasks = client.claim_bucket(Q, schedule.targets[index][1], limit=batch)
                 with guard:
-                    schedule.record(index, len(tasks), batch)
+                    schedule.record(index, len(tasks))
                 now = time.perf_counter()
                 with lock:
                     d.claims += 1

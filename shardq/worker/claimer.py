@@ -1,19 +1,19 @@
 """Claimers: threads that visit (queue, bucket) pairs round-robin and fill the prefetch buffer.
 
 Each claimer starts at its own offset so that claimers spread over the buckets, and
-*owns* the slice of targets from its offset up to the next claimer's.  A full claim
-makes its target due again at once.  A claim that comes back short means the target
-is drained; the target then cools down for a while, at most ``poll_max_s`` for an
-owned target and ``poll_max_s`` times the number of claimers for the others, so that
-every target is still looked at about once per ``poll_max_s`` by the worker as a
-whole while idle polling costs one claim per target, not one per claimer.
+*owns* the slice of targets from its offset up to the next claimer's.  A claim that
+found tasks makes its target due again at once: more may be waiting (a short claim
+proves nothing, since SKIP LOCKED passes over the rows a concurrent claim holds).
+An empty target cools down for a while, at most ``poll_max_s`` for an owned target
+and ``poll_max_s`` times the number of claimers for the others, so that every target
+is still looked at about once per ``poll_max_s`` by the worker as a whole while idle
+polling costs one claim per target, not one per claimer.
 
 How long the cool-down is depends on whether the worker hears enqueue notifications.
-When it does, new work is announced (a hint sends one claimer to its bucket), so a
-drained target cools down for the whole cap at once: polling is only the safety net
-for missed notes and for scheduled tasks coming due.  When it does not, an empty
-target's cool-down starts short and doubles on each empty visit, and a short claim
-that found something keeps the target due.  When every target is cooling down the
+When it does, new work is announced (a hint sends one claimer to its bucket), so an
+empty target cools down for the whole cap at once: polling is only the safety net for
+missed notes and for scheduled tasks coming due.  When it does not, the cool-down
+starts short and doubles on each empty visit.  When every target is cooling down the
 claimer sleeps until the first is due again, or until it is woken.
 """
 
@@ -69,9 +69,9 @@ class Schedule:
                 return i, 0.0
         return -1, max(0.0, min(self._cool_until) - now)
 
-    def record(self, index: int, claimed: int, limit: int) -> None:
-        """Note that a claim of at most ``limit`` tasks on target ``index`` took ``claimed``."""
-        if claimed >= limit or (claimed and not self.listening):
+    def record(self, index: int, claimed: int) -> None:
+        """Note that a claim on target ``index`` took ``claimed`` tasks."""
+        if claimed:
             self._cooldown[index] = 0.0
             self._cool_until[index] = 0.0
             return
@@ -106,10 +106,10 @@ class Claimer(Loop[int]):
     def __init__(self, name: str, client: Client, schedule: Schedule, *,
                  buffer: queue_module.Queue[Context], capacity: int, keeper: LeaseKeeper,
                  batch: int, lease_s: Callable[[str], float], metrics: Metrics,
-                 unwritten: Callable[[], int] = lambda: 0) -> None:
+                 lag: Callable[[], int] = lambda: 0) -> None:
         super().__init__(name, schedule.poll_max_s)
         self.client, self.schedule, self.buffer, self.keeper = client, schedule, buffer, keeper
-        self.capacity, self.unwritten = capacity, unwritten
+        self.capacity, self.lag = capacity, lag
         self.batch, self.lease_s, self.metrics = batch, lease_s, metrics
         self._reset_lock = threading.Lock()
         self._wait_s = 0.0
@@ -129,10 +129,9 @@ class Claimer(Loop[int]):
     def run_once(self) -> int:
         """One claim on the next due target, sized to the room left in the buffer."""
         # The buffer itself is unbounded so a put never blocks; claimers keep it near
-        # ``capacity`` (concurrent claimers may overshoot by a batch each).  Outcomes not
-        # yet written count too: their tasks stay locked without heartbeats, so claiming
-        # past a slow completer would let their leases expire and the work run twice.
-        room = self.capacity - self.buffer.qsize() - self.unwritten()
+        # ``capacity`` (concurrent claimers may overshoot by a batch each), less the
+        # completer's lag (see Completer.lag).
+        room = self.capacity - self.buffer.qsize() - self.lag()
         if room <= 0:
             self._wait_s = FULL_BUFFER_WAIT_S
             return -1
@@ -150,7 +149,7 @@ class Claimer(Loop[int]):
         finally:
             self._claiming = False
         with self._reset_lock:
-            self.schedule.record(index, len(tasks), limit)
+            self.schedule.record(index, len(tasks))
         if tasks:
             self.metrics.claimed.labels(queue).inc(len(tasks))
             self.metrics.batch_fill.observe(len(tasks) / limit)

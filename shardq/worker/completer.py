@@ -35,9 +35,10 @@ class Outcome:
 class Completer(Loop[int]):
     """Buffers outcomes and writes them in batches; ``run_once`` flushes and returns the count."""
 
-    def __init__(self, client: Client, metrics: Metrics, *, batch: int, flush_ms: int) -> None:
+    def __init__(self, client: Client, metrics: Metrics, *, batch: int, flush_ms: int,
+                 written: Callable[[], None] = lambda: None) -> None:
         super().__init__("shardq-completer", flush_ms / 1000)
-        self.client, self.metrics, self.batch = client, metrics, batch
+        self.client, self.metrics, self.batch, self.written = client, metrics, batch, written
         self._pending: list[Outcome] = []
         self._writing = 0  # outcomes taken by run_once and not yet written
         self._lock = threading.Lock()
@@ -50,10 +51,12 @@ class Completer(Loop[int]):
         if full:
             self.wake()
 
-    def backlog(self) -> int:
-        """Outcomes waiting to be written (their tasks are still locked, unextended)."""
+    def lag(self) -> int:
+        """Outcomes waiting beyond one statement's batch.  Their tasks stay locked and
+        unextended, so claimers hold back by this many: claiming past a completer that
+        cannot keep up would let those leases expire and the work run twice."""
         with self._lock:
-            return len(self._pending) + self._writing
+            return max(0, len(self._pending) + self._writing - self.batch)
 
     def run_once(self) -> int:
         """Write every queued outcome (acks with one statement, failures with another)."""
@@ -67,6 +70,7 @@ class Completer(Loop[int]):
             finally:
                 with self._lock:
                     self._writing -= len(chunk)
+                self.written()  # claimers held back by the lag may go on
         return len(outcomes)
 
     def delay_after(self, result: int) -> float:

@@ -74,9 +74,9 @@ class Worker:
         leases = {q: app.lease_s(q, client_config.lease_s) for q in queues}
         self.keeper = LeaseKeeper(self.client, max(leases.values()), self.metrics)
         self.completer = Completer(self.client, self.metrics, batch=config.ack_batch,
-                                   flush_ms=config.ack_flush_ms)
+                                   flush_ms=config.ack_flush_ms, written=self._made_room)
         self.slots = Slots(app, self.buffer, concurrency=config.concurrency, report=self._report,
-                           taken=self._taken, metrics=self.metrics)
+                           taken=self._made_room, metrics=self.metrics)
         self.listener = (Listener(self.client.db.dsn, set(queues), self._heard)
                          if config.listen and self.client.dialect == "postgresql" else None)
         self.claimers = self._claimers(queues, leases, claimers)
@@ -99,7 +99,7 @@ class Worker:
                                  listening=self.listener is not None),
                         buffer=self.buffer, capacity=capacity, keeper=self.keeper,
                         batch=self.config.batch, lease_s=leases.__getitem__,
-                        metrics=self.metrics, unwritten=self.completer.backlog)
+                        metrics=self.metrics, lag=self.completer.lag)
                 for i in range(count)]
 
     def _report(self, context: Context, outcome: Outcome) -> None:
@@ -107,7 +107,7 @@ class Worker:
             self.completer.add(outcome)
         # else: the lease was lost; another worker may hold the task, so the result is dropped.
 
-    def _taken(self) -> None:
+    def _made_room(self) -> None:
         for claimer in self.claimers:
             if claimer.starved:
                 claimer.wake()
