@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from uuid import UUID, uuid4
 
+from shardq import operations
 from shardq.db import Conn
 from shardq.errors import ConfigError, InvalidTask
 from shardq.task import Task, TaskId
@@ -93,9 +94,7 @@ def putback(client: Client, tasks: Sequence[Task], *, run_at: Sequence[Any],
     use_backoff, errors = [use_backoff[i] for i in order], [errors[i] for i in order]
     n = len(tasks)
     params = client._params(
-        buckets=[t.bucket for t in tasks], queues=[t.queue for t in tasks],
-        exec_times=[t.exec_time for t in tasks], ids=[t.id for t in tasks],
-        tokens=[t.lease_token for t in tasks], run_ats=list(run_at), delays_s=list(delays_s),
+        **operations.locate(tasks), run_ats=list(run_at), delays_s=list(delays_s),
         use_backoff=list(use_backoff), errors=list(errors), keep_errors=[keep_errors] * n,
         attempt_changes=[attempt_change] * n)
     query = client._query("requeue_keyed")

@@ -232,3 +232,21 @@ def test_nack_dead_buries_at_once(client: Client, connect: psycopg.Connection[An
     client.nack(task, "poison", dead=True)
     r = row(connect, task_id)
     assert r["status"] == "dead" and r["attempts"] == 1 and r["last_error"] == "poison"
+
+
+def test_settling_addresses_rows_whatever_the_queue_is_named(client: Client,
+                                                            connect: psycopg.Connection[Any]
+                                                            ) -> None:
+    """Claimed tasks are addressed through array literals: a queue named NULL must not
+    read as a null, nor a name with punctuation break the literal."""
+    for queue in ("NULL", "a.b:c-d_e"):
+        client.enqueue_many(queue, [{"n": i} for i in range(3)])
+        first, second, third = claim_all(client, queue, 3)
+        client.extend_many([first], 60)
+        client.ack_many([first])
+        client.nack_many([second], ["boom"], dead=[True])
+        client.release_many([third])
+        states = dict(connect.execute(
+            "SELECT status, count(*) FROM shardq.tasks WHERE queue = %s GROUP BY 1",
+            (queue,)).fetchall())
+        assert states == {"dead": 1, "available": 1}
