@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextvars
-import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,19 +25,25 @@ class Fail(Exception):
     """Raise in a handler to send the task to the dead letters at once, with this reason."""
 
 
-@dataclass
+@dataclass(eq=False)
 class Context:
     """The task a handler is running, and whether its lease was lost meanwhile."""
 
     task: Task
-    lease_lost: threading.Event = field(default_factory=threading.Event)
     future: Future[Any] | None = None
+    _lost: bool = field(default=False, init=False, repr=False)
 
     @property
     def cancelled(self) -> bool:
         """True once the lease is lost: another worker may run the task, and this
         run's result will be discarded.  Long handlers should check it and stop."""
-        return self.lease_lost.is_set()
+        return self._lost
+
+    def lose(self) -> None:
+        """Mark the lease lost and cancel the handler if it is a coroutine."""
+        self._lost = True
+        if self.future is not None:
+            self.future.cancel()
 
 
 _current: contextvars.ContextVar[Context] = contextvars.ContextVar("shardq_task")

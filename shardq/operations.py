@@ -94,9 +94,9 @@ def locate(tasks: Sequence[Task]) -> dict[str, str]:
     return {
         "buckets": _array([str(t.bucket) for t in tasks]),
         "queues": _array([f'"{t.queue}"' for t in tasks]),
-        "exec_times": _array([f'"{t.exec_time}"' for t in tasks]),
-        "ids": _array([str(t.id) for t in tasks]),
-        "tokens": _array([f'"{t.lease_token}"' if t.lease_token else "NULL" for t in tasks]),
+        "exec_times": _array([f'"{t.exec_time.isoformat()}"' for t in tasks]),
+        "ids": _array([t.id.hex for t in tasks]),  # uuids without hyphens: both engines read them
+        "tokens": _array([t.lease_token.hex if t.lease_token else "NULL" for t in tasks]),
     }
 
 
@@ -149,6 +149,8 @@ def settle(client: Client, name: str, tasks: Sequence[Task], extra: dict[str, An
         return conn.execute(query, params).fetchall()
 
     rows = client.db.run(work)
+    if len(rows) == len(tasks) and name != "extend_many":
+        return  # every task was found (each row is a distinct one of them)
     done = {row[0]: row for row in rows}
     if name == "extend_many":
         for t in tasks:

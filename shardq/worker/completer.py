@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -82,8 +83,8 @@ class Completer(Loop[int]):
     def _write(self, acks: list[Outcome], fails: list[Outcome]) -> None:
         if acks:
             self._settle(acks, lambda tasks: self.client.ack_many(tasks))
-            for o in acks:
-                self.metrics.acked.labels(o.task.queue).inc()
+            for queue, n in Counter(o.task.queue for o in acks).items():
+                self.metrics.acked.labels(queue).inc(n)
         if fails:
             self._settle(fails, lambda tasks: self.client.nack_many(
                 tasks, [o.error for o in fails], retry_in_s=[o.retry_in_s for o in fails],

@@ -181,9 +181,7 @@ class Worker:
     def _give_back(self, contexts: list[Context], why: str) -> None:
         tasks = [c.task for c in contexts if self.keeper.let_go(c)]
         for context in contexts:  # a handler still running learns its result is not wanted
-            context.lease_lost.set()
-            if context.future is not None:
-                context.future.cancel()
+            context.lose()
         if not tasks:
             return
         try:

@@ -73,9 +73,7 @@ class LeaseKeeper(Loop[int]):
         for context in contexts:
             if context.task.id not in ids:
                 continue
-            context.lease_lost.set()
-            if context.future is not None:
-                context.future.cancel()
+            context.lose()
             self._held.pop(context.task.id, None)
             self.metrics.lease_lost.labels(context.task.queue).inc()
             log.warning("lease lost for task %s (queue %s, attempt %d): its result will be "

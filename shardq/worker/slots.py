@@ -57,6 +57,7 @@ class Slots:
         self.metrics = metrics
         self._stop = threading.Event()
         self._running: dict[int, Context] = {}
+        self._durations: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._events = EventLoopThread()
         self._threads = [threading.Thread(target=self._serve, name=f"shardq-slot-{i}",
@@ -125,7 +126,10 @@ class Slots:
             return self._failed(task, exc, dead=False)
         finally:
             unbind(token)
-            self.metrics.duration.labels(task.queue).observe(time.perf_counter() - start)
+            duration = self._durations.get(task.queue)
+            if duration is None:  # labels() looks the child up under a lock every time
+                duration = self._durations[task.queue] = self.metrics.duration.labels(task.queue)
+            duration.observe(time.perf_counter() - start)
 
     def _failed(self, task: Any, exc: BaseException, *, dead: bool) -> Outcome:
         log.warning("task %s (queue %s, attempt %d/%d) failed: %s: %s", task.id, task.queue,
