@@ -104,7 +104,7 @@ class Claimer(Loop[int]):
     """Claims batches into the buffer; ``run_once`` returns tasks claimed (-1: buffer full)."""
 
     def __init__(self, name: str, client: Client, schedule: Schedule, *,
-                 buffer: queue_module.Queue[Context], capacity: int, keeper: LeaseKeeper,
+                 buffer: queue_module.SimpleQueue[Context], capacity: int, keeper: LeaseKeeper,
                  batch: int, lease_s: Callable[[str], float], metrics: Metrics,
                  lag: Callable[[], int] = lambda: 0) -> None:
         super().__init__(name, schedule.poll_max_s)

@@ -70,7 +70,7 @@ class Worker:
             self.client.db.pool.resize(min_size=1, max_size=needed)
         self.queues = queues
         self.metrics = Metrics()
-        self.buffer: queue_module.Queue[Context] = queue_module.Queue()
+        self.buffer: queue_module.SimpleQueue[Context] = queue_module.SimpleQueue()
         leases = {q: app.lease_s(q, client_config.lease_s) for q in queues}
         self.keeper = LeaseKeeper(self.client, max(leases.values()), self.metrics)
         self.completer = Completer(self.client, self.metrics, batch=config.ack_batch,

@@ -50,7 +50,7 @@ class EventLoopThread:
 class Slots:
     """``concurrency`` threads running handlers; outcomes go to ``report``."""
 
-    def __init__(self, app: App, buffer: queue_module.Queue[Context], *, concurrency: int,
+    def __init__(self, app: App, buffer: queue_module.SimpleQueue[Context], *, concurrency: int,
                  report: Callable[[Context, Outcome], None], taken: Callable[[], None],
                  metrics: Metrics) -> None:
         self.app, self.buffer, self.report, self.taken = app, buffer, report, taken
