@@ -12,7 +12,7 @@ from typing import Any
 from uuid import UUID
 
 from psycopg.errors import UniqueViolation
-from psycopg.rows import dict_row
+from psycopg.rows import args_row, dict_row
 
 from shardq import deadletters, embedded, operations, sqlfiles, validate
 from shardq import keys as keyed
@@ -22,6 +22,9 @@ from shardq.db import Conn, Database
 from shardq.errors import ConfigError, SchemaNotReady
 from shardq.janitor import JanitorReport, janitor_pass
 from shardq.task import Task, TaskId, TaskInfo
+
+# Claims return Task's fields in their declared order: positional construction, no dict.
+TASK_ROW = args_row(Task)
 
 
 class Client:
@@ -194,12 +197,11 @@ class Client:
 
         def work(c: Conn) -> list[Task]:
             try:
-                rows = c.cursor(row_factory=dict_row).execute(query, params).fetchall()
+                return c.cursor(row_factory=TASK_ROW).execute(query, params).fetchall()
             except UniqueViolation:
                 # Two claims raced for two tasks of one key; tasks_running_keys let one
                 # win.  This bucket is simply tried again later.
                 return []
-            return [Task(**row) for row in rows]
 
         return self.db.run(work)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -250,3 +251,12 @@ def test_settling_addresses_rows_whatever_the_queue_is_named(client: Client,
             "SELECT status, count(*) FROM shardq.tasks WHERE queue = %s GROUP BY 1",
             (queue,)).fetchall())
         assert states == {"dead": 1, "available": 1}
+
+
+def test_a_claim_returns_the_task_fields_in_order(client: Client, dsn: str) -> None:
+    """Claimed rows become Tasks positionally (shardq.client.TASK_ROW)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        cur = conn.execute(client._query("claim", 1),
+                           client._params(queue="q", bucket=0, lease_s=30.0))
+        assert cur.description is not None
+        assert [c.name for c in cur.description] == [f.name for f in fields(shardq.Task)]

@@ -9,6 +9,7 @@ The cluster itself is exercised by ``test_cockroachdb_cluster.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import re
 from pathlib import Path
@@ -21,6 +22,7 @@ from psycopg import sql
 
 from shardq import db, migrate, sqlfiles
 from shardq.errors import SchemaNotReady
+from shardq.task import Task
 
 BUCKET_COUNTS = (16, 32)
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
@@ -378,6 +380,13 @@ def test_crdb_claim_is_one_update_over_one_bucket_range() -> None:
         assert f"t.{column} = c.{column}" in code
     # ... and returns the shard of the row as it is after the claim.
     assert f't."{SHARD_16}" AS bucket' in code
+
+
+def test_crdb_claim_returns_the_task_fields_in_order() -> None:
+    """Claimed rows become Tasks positionally (shardq.client.TASK_ROW)."""
+    returning = flat(strip_comments(compose("claim"))).partition("RETURNING ")[2]
+    names = [re.sub(r"^.* AS |^t\.", "", item.strip()) for item in returning.split(",")]
+    assert names == [f.name for f in dataclasses.fields(Task)]
 
 
 @pytest.mark.parametrize(
