@@ -22,11 +22,11 @@ import psycopg
 import shardq
 from bench import common
 from bench.suite import harness
-from bench.suite.settings import Settings
+from bench.suite.settings import SHARDQ, Settings
 
 Record = dict[str, Any]
 QUEUE = common.QUEUE
-CONSUME = {"batch": 100, "claimers": 4, "concurrency": 8}
+CONSUME = SHARDQ.consume  # the drain scenario's shardq worker
 
 
 def add_locked(url: str, n: int) -> None:

@@ -124,7 +124,8 @@ def _backlog(records: list[Record], settings: Settings) -> list[str]:
              med(select(records, "backlog", config=c), "claim_p99_ms")] for c in configs]
     note = ("" if settings.with_big else
             f" The {settings.big_backlog:,} backlog is behind `--with-5m` and was not run here.")
-    return ["## 4. Backlog scaling (shardq worker: batch 100, 4 claimers, 16 buckets)", "",
+    return ["## 4. Backlog scaling (shardq worker: batch 100, 2 claimers, 4 handler threads, "
+            "16 buckets)", "",
             f"Each run: the worker through {settings.backlog_drain:,} tasks (rate), then "
             f"{settings.claim_samples} single `claim_bucket(limit=100)` + `ack_many` on the "
             "warm queue (claim latency, client-side). Waiting tasks are filled server-side in "

@@ -18,10 +18,10 @@ class Variant:
 
 
 # The drain compares these; the first is "shardq" in every ratio.
-SHARDQ = Variant("shardq", "shardq", {"batch": 100, "claimers": 4, "concurrency": 8},
-                 note="worker daemon, batch 100, 4 claimers, 8 handler threads")
+SHARDQ = Variant("shardq", "shardq", {"batch": 100, "claimers": 2, "concurrency": 4},
+                 note="worker daemon, batch 100, 2 claimers, 4 handler threads")
 SHARDQ_DEFAULT = Variant("shardq-defaults", "shardq", {},
-                         note="worker daemon defaults: batch 50, 8 claimers (16 buckets / 2)")
+                         note="worker daemon defaults: batch 100, 2 claimers, 8 handler threads")
 PGQ_10 = Variant("pgqueuer-b10", "pgqueuer", {"batch": 10},
                  note="QueueManager.run(batch_size=10) (its default)")
 PGQ_100 = Variant("pgqueuer-b100", "pgqueuer", {"batch": 100},

@@ -14,8 +14,8 @@ class WorkerConfig:
 
     queue: tuple[str, ...] = setting((), "queue to consume (default: all the app's queues)")
     concurrency: int = setting(8, "handlers running at once")
-    claimers: int = setting(0, "claiming threads (0: half the bucket count, at least 1)")
-    batch: int = setting(50, "most tasks one claim takes")
+    claimers: int = setting(2, "claiming threads (scale out with more worker processes)")
+    batch: int = setting(100, "most tasks one claim takes")
     poll_max_ms: int = setting(1000, "longest a bucket goes unvisited when all were empty")
     janitors: int = setting(1, "janitor threads in this process (0: none)")
     janitor_interval_s: float = setting(1.0, "pause between janitor passes")
@@ -28,9 +28,9 @@ class WorkerConfig:
     listen: bool = setting(True, "LISTEN for enqueue notifications (PostgreSQL)")
 
     def __post_init__(self) -> None:
-        check_positive(self, "concurrency", "batch", "poll_max_ms", "janitor_interval_s",
-                        "shutdown_grace_s", "ack_batch", "ack_flush_ms")
-        if self.claimers < 0 or self.janitors < 0 or self.metrics_port < 0:
-            raise ConfigError("claimers, janitors and metrics_port must not be negative")
+        check_positive(self, "concurrency", "claimers", "batch", "poll_max_ms",
+                       "janitor_interval_s", "shutdown_grace_s", "ack_batch", "ack_flush_ms")
+        if self.janitors < 0 or self.metrics_port < 0:
+            raise ConfigError("janitors and metrics_port must not be negative")
         if self.log_format not in ("text", "json"):
             raise ConfigError(f"log_format must be 'text' or 'json', got {self.log_format!r}")

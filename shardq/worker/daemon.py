@@ -64,8 +64,7 @@ class Worker:
         app.use_client(self.client)
         # One connection per claimer and janitor, plus the lease keeper, the completer,
         # the stats sampler and handlers that enqueue.
-        claimers = config.claimers or max(1, self.client.bucket_count // 2)  # the seed's advice
-        needed = claimers + config.janitors + 5
+        needed = config.claimers + config.janitors + 5
         if client_config.pool_max_size < needed:
             self.client.db.pool.resize(min_size=1, max_size=needed)
         self.queues = queues
@@ -79,7 +78,7 @@ class Worker:
                            taken=self._made_room, metrics=self.metrics)
         self.listener = (Listener(self.client.db.dsn, set(queues), self._heard)
                          if config.listen and self.client.dialect == "postgresql" else None)
-        self.claimers = self._claimers(queues, leases, claimers)
+        self.claimers = self._claimers(queues, leases, config.claimers)
         self.janitors = [Janitor(self.client, config.janitor_interval_s)
                          for _ in range(config.janitors)]
         self.sampler = (StatsSampler(self.client, queues, self.metrics)
