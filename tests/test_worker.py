@@ -191,3 +191,38 @@ def test_metrics_endpoint(db: str, app_env: dict[str, str],
     code, out = daemon.wait()
     assert code == 0
     assert '"task_id"' in out and '"queue": "flaky"' in out  # JSON failure lines
+
+
+def test_processes_share_the_work_and_stop_together(db: str, app_env: dict[str, str],
+                                                    daemons: Callable[..., Daemon]) -> None:
+    # Small batches and slow tasks, so that one process cannot take everything before
+    # the other has started.
+    recorder.slow.enqueue_many([(n, 0.2) for n in range(40)])
+    daemon = daemons(app_env, "--queue", "slow", "--processes", "2", "--concurrency", "2",
+                     "--batch", "2")
+    wait_for(lambda: query(db, "SELECT count(*) FROM shardq.tasks") == [(0,)])
+    daemon.signal(signal.SIGINT)  # as a terminal's Ctrl-C: the supervisor passes it on
+    code, out = daemon.wait()
+    assert code == 0, out
+    assert query(db, "SELECT count(*), count(DISTINCT n), max(attempt) FROM runs") == [
+        (40, 40, 1)]
+    assert query(db, "SELECT count(DISTINCT pid) FROM runs") == [(2,)]
+    assert out.count("stopped\n") == 2 and "exit codes [0, 0]" in out
+
+
+def test_a_dead_process_stops_the_group(db: str, app_env: dict[str, str],
+                                        daemons: Callable[..., Daemon]) -> None:
+    recorder.slow.enqueue_many([(n, 0.5) for n in range(60)])
+    daemon = daemons(app_env, "--queue", "slow", "--processes", "2", "--concurrency", "2",
+                     "--batch", "2", "--claimers", "1")
+    wait_for(lambda: query(db, "SELECT count(DISTINCT pid) FROM runs") == [(2,)])
+    victim = query(db, "SELECT min(pid) FROM runs")[0][0]
+    os.kill(victim, signal.SIGKILL)
+    code, out = daemon.wait()
+    assert code == 1
+    assert f"worker process {victim} exited on its own" in out
+    assert out.count("stopped\n") == 1  # the survivor stopped gracefully
+    # The survivor gave back what it held; the victim's tasks (two running, two
+    # prefetched at most) wait for their leases to expire.
+    assert 1 <= query(db, "SELECT count(*) FROM shardq.tasks WHERE status = 'locked'"
+                      )[0][0] <= 4

@@ -32,6 +32,7 @@ class Probe:
         self._cpu0 = 0.0
         self.began = 0.0
         self.peak_rss = 0
+        self.elsewhere_cpu_s = 0.0  # CPU of consumer processes other than this one
         self._sampling = threading.Event()
 
     def start(self) -> None:
@@ -60,6 +61,15 @@ class Probe:
             if self.count >= self.target:
                 self.done.set()
 
+    def handled_elsewhere(self, count: int, cpu_s: float, rss: int) -> None:
+        """Tasks that consumer processes other than this one handled (counted as of now),
+        with their CPU time and memory."""
+        with self._lock:
+            self.count, self.last = count, time.perf_counter()
+            self.elsewhere_cpu_s, self.peak_rss = cpu_s, max(self.peak_rss, rss)
+            if self.count >= self.target:
+                self.done.set()
+
     def result(self) -> dict[str, Any]:
         """The run's numbers as a JSON-able dict (call once the consumer stopped)."""
         self._sampling.set()
@@ -68,7 +78,7 @@ class Probe:
         return {
             "handled": self.count,
             "elapsed_s": (self.last - self.began) if self.count else 0.0,
-            "cpu_s": times.user + times.system - self._cpu0,
+            "cpu_s": times.user + times.system - self._cpu0 + self.elsewhere_cpu_s,
             "peak_rss": self.peak_rss,
             "latencies_ms": self.latencies_ms,
         }

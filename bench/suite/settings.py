@@ -22,6 +22,10 @@ SHARDQ = Variant("shardq", "shardq", {"batch": 100, "claimers": 2, "concurrency"
                  note="worker daemon, batch 100, 2 claimers, 4 handler threads")
 SHARDQ_DEFAULT = Variant("shardq-defaults", "shardq", {},
                          note="worker daemon defaults: batch 100, 2 claimers, 8 handler threads")
+SHARDQ_2P = Variant("shardq-2proc", "shardq",
+                    {"batch": 100, "claimers": 2, "concurrency": 4, "processes": 2},
+                    note="`shardq consume --processes 2`, each process as 'shardq'; "
+                         "done when the table is empty")
 PGQ_10 = Variant("pgqueuer-b10", "pgqueuer", {"batch": 10},
                  note="QueueManager.run(batch_size=10) (its default)")
 PGQ_100 = Variant("pgqueuer-b100", "pgqueuer", {"batch": 100},
@@ -30,7 +34,7 @@ PROC = Variant("procrastinate", "procrastinate", {"concurrency": 10}, scale=0.1,
                note="run_worker_async(concurrency=10), async task, delete_jobs=successful")
 CEILING = Variant("ceiling", "ceiling", {"batch": 100, "clients": 4},
                   note="pgbench -M prepared, 4 clients, shardq's claim(limit 100) + ack_many")
-DRAIN_VARIANTS = (SHARDQ, SHARDQ_DEFAULT, PGQ_10, PGQ_100, PROC, CEILING)
+DRAIN_VARIANTS = (SHARDQ, SHARDQ_DEFAULT, SHARDQ_2P, PGQ_10, PGQ_100, PROC, CEILING)
 PICKUP_VARIANTS = (SHARDQ_DEFAULT, PGQ_10, PROC)  # each system as users run it
 COST_VARIANTS = (SHARDQ_DEFAULT, PGQ_10, PROC)
 

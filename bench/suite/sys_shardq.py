@@ -6,9 +6,19 @@ runs (``shardq/worker/run.py`` only adds signal handling around it).
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+import psutil
+import psycopg
 
 import shardq
 from bench.suite.probe import QUEUE, Probe, send_paced
@@ -17,6 +27,7 @@ from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
 
 NAME = "shardq"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def setup(url: str) -> None:
@@ -40,6 +51,9 @@ def enqueue(url: str, n: int, batch: int) -> dict[str, Any]:
 
 def consume(url: str, spec: dict[str, Any], probe: Probe, ready: Callable[[], None]) -> None:
     """Run a worker until ``probe`` saw its target or ``spec['deadline_s']`` passed."""
+    if int(spec.get("processes", 1)) > 1:
+        consume_processes(url, spec, probe, ready)
+        return
     app = shardq.App()
 
     @app.handler(QUEUE)
@@ -65,3 +79,67 @@ def produce(url: str, rate: float, seconds: float) -> dict[str, Any]:
     with shardq.Client(url, pool_max_size=2) as client:
         client.enqueue("warmup", {})
         return send_paced(rate, seconds, lambda: client.enqueue(QUEUE, {"t": time.time()}))
+
+
+def noop(payload: Any) -> None:
+    """The multi-process consumer's raw handler: the work is nothing."""
+    del payload
+
+
+def consume_processes(url: str, spec: dict[str, Any], probe: Probe,
+                      ready: Callable[[], None]) -> None:
+    """Run ``shardq consume --processes N`` as a user would, until the queue is empty.
+
+    The clock starts when the first worker process logs that it is consuming (the
+    other variants' clocks also start with their workers built, not their imports),
+    and it counts the tasks still queued then.  The handlers run in other processes,
+    so the probe cannot count their starts: the run ends when the table holds none of
+    the queue's tasks (every task started and acked), read every 10 ms.  CPU and
+    memory are the supervisor's and its children's, from the clock's start.
+    """
+    flags = [f"--{key}={int(spec[key])}" for key in ("processes", "batch", "claimers",
+                                                      "concurrency") if spec.get(key)]
+    command = [sys.executable, "-m", "shardq", "consume", f"{__name__}:noop",
+               f"--queue={QUEUE}", "--shutdown-grace-s=5", *flags]
+    ready()
+    daemon = subprocess.Popen(command, env={**os.environ, "SHARDQ_DSN": url}, cwd=ROOT,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    consuming = threading.Event()
+
+    def watch_log() -> None:
+        assert daemon.stderr is not None
+        for line in daemon.stderr:  # read to the end, or the daemon blocks on a full pipe
+            if "consuming" in line:
+                consuming.set()
+
+    threading.Thread(target=watch_log, daemon=True).start()
+    deadline = time.monotonic() + float(spec["deadline_s"])
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            consuming.wait(max(0.0, deadline - time.monotonic()))
+            tree = psutil.Process(daemon.pid)
+            cpu0 = _tree_usage(tree)[0]
+            probe.target = _queued(conn)
+            probe.start()
+            while not probe.done.is_set() and time.monotonic() < deadline:
+                cpu, rss = _tree_usage(tree)
+                probe.handled_elsewhere(probe.target - _queued(conn), cpu - cpu0, rss)
+                time.sleep(0.01)
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(30)
+
+
+def _queued(conn: psycopg.Connection[Any]) -> int:
+    row = conn.execute("SELECT count(*) FROM shardq.tasks WHERE queue = %s", (QUEUE,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _tree_usage(root: psutil.Process) -> tuple[float, int]:
+    """CPU seconds and resident bytes of ``root`` and its descendants now."""
+    cpu, rss = 0.0, 0
+    for proc in [root, *root.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            times = proc.cpu_times()
+            cpu, rss = cpu + times.user + times.system, rss + proc.memory_info().rss
+    return cpu, rss

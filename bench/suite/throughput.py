@@ -74,7 +74,7 @@ def run(settings: Settings, dsn: str | None, records: list[Record], machine: lis
             order = _rotated(DRAIN_VARIANTS, rep)
             if want_enqueue:
                 for v in order:
-                    if v.name in ("shardq-defaults", "pgqueuer-b100"):
+                    if v.name in ("shardq-defaults", "shardq-2proc", "pgqueuer-b100"):
                         continue  # same enqueue path as shardq / pgqueuer-b10
                     out = _enqueue_single(dbs, v, settings.enqueue_single)
                     records.append({"scenario": "enqueue_single", "variant": v.name, "rep": rep,

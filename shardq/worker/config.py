@@ -13,7 +13,8 @@ class WorkerConfig:
     """How ``shardq consume`` claims and runs tasks."""
 
     queue: tuple[str, ...] = setting((), "queue to consume (default: all the app's queues)")
-    concurrency: int = setting(8, "handlers running at once")
+    concurrency: int = setting(8, "handlers running at once (per process)")
+    processes: int = setting(1, "worker processes, each with its own claimers and handlers")
     claimers: int = setting(2, "claiming threads (scale out with more worker processes)")
     batch: int = setting(100, "most tasks one claim takes")
     poll_max_ms: int = setting(1000, "longest a bucket goes unvisited when all were empty")
@@ -28,7 +29,7 @@ class WorkerConfig:
     listen: bool = setting(True, "LISTEN for enqueue notifications (PostgreSQL)")
 
     def __post_init__(self) -> None:
-        check_positive(self, "concurrency", "claimers", "batch", "poll_max_ms",
+        check_positive(self, "concurrency", "processes", "claimers", "batch", "poll_max_ms",
                        "janitor_interval_s", "shutdown_grace_s", "ack_batch", "ack_flush_ms")
         if self.janitors < 0 or self.metrics_port < 0:
             raise ConfigError("janitors and metrics_port must not be negative")

@@ -14,7 +14,7 @@ from typing import Any
 from shardq.app import App
 from shardq.config import ClientConfig
 from shardq.errors import ConfigError
-from shardq.worker import logs
+from shardq.worker import logs, processes
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
 
@@ -49,8 +49,17 @@ def load_target(target: str, queues: tuple[str, ...]) -> App:
 
 
 def run(target: str, client_config: ClientConfig, config: WorkerConfig) -> int:
-    """Run the worker in this process until SIGTERM/SIGINT; a second signal exits at once."""
+    """Run the worker until SIGTERM/SIGINT: in this process, or in ``config.processes``
+    supervised processes (see :mod:`shardq.worker.processes`)."""
     logs.configure(config.log_format)
+    if config.processes > 1:
+        load_target(target, config.queue)  # a bad target fails here, not N times
+        return processes.supervise(serve, target, client_config, config)
+    return serve(target, client_config, config)
+
+
+def serve(target: str, client_config: ClientConfig, config: WorkerConfig) -> int:
+    """Run one worker in this process; a second signal exits at once."""
     app = load_target(target, config.queue)
     worker = Worker(app, client_config, config)
     stop = threading.Event()
