@@ -11,8 +11,9 @@ counter numbers the tasks as each claim returns (a batch in exec_time order).
 Mid-drain, a prober enqueues P urgent tasks (``priority=86400``: ahead of all).
 Each probe's wait counts the claim statements that returned, and the other tasks
 that started, from just before its enqueue until its claim.  Mode ``poll`` is pure
-round-robin (``--no-listen``); mode ``notify`` then points every claimer at the
-probe's bucket, as the daemon's LISTEN hint does (without the NOTIFY latency).
+round-robin (``--no-listen``); mode ``notify`` then points one claimer at the
+probe's bucket (claimers taking turns), as the daemon's LISTEN hint does (without the
+NOTIFY latency).
 
     python -m bench.ordering [--quick] [--tasks 20000] [--batch 50] [--reps 3]
         [--buckets 1,4,16,64] [--claimers 1,2,8] [--dsn URL]
@@ -262,7 +263,7 @@ def report(a: argparse.Namespace, runs: dict[tuple[int, int, str], list[Drain]],
         f"{worst['claims']} claims for B = {worst['B']}, C = {worst['C']}, against "
         f"{worst['spread']} and {worst['rotation']}). A task arriving in a bucket found empty "
         f"in the last --poll-max-ms may also wait out that bucket's cool-down unless LISTEN "
-        f"wakes the claimers; the NOTIFY bucket hint sends every claimer there first, and "
+        f"wakes the claimers; the NOTIFY bucket hint sends one claimer there next, and "
         f"every urgent task was then claimed within {hinted_max} claim statements. Start "
         "order of a drained backlog departs from exec_time order by up to about "
         "L·(B - 1) + B·s positions, s the largest excess of a bucket over the mean: each "
@@ -277,8 +278,8 @@ def report(a: argparse.Namespace, runs: dict[tuple[int, int, str], list[Drain]],
         "## Displacement: |start position - exec_time rank|, tasks", "",
         "Mode poll, medians over reps. `L·(B-1)`: the rotation's share; `skew s`: the largest "
         "|bucket size - N/B|; `estimate`: L·(B-1) + B·s; `max, notify`: the same drains with "
-        "the NOTIFY hint after each probe (every claimer then takes a batch from the probe's "
-        "bucket, which runs that bucket ahead of the others).", "",
+        "the NOTIFY hint after each probe (one claimer then takes a batch from the probe's "
+        "bucket next).", "",
         common.markdown_table(["B", "C", "max", "p99", "p50", "L·(B-1)", "skew s",
                                "estimate", "max, notify"], order_rows), "",
         "## Urgent probes: claims and tasks between the enqueue and the probe's claim", "",
