@@ -110,6 +110,7 @@ class Claimer(Loop[int]):
         super().__init__(name, schedule.poll_max_s)
         self.client, self.schedule, self.buffer, self.keeper = client, schedule, buffer, keeper
         self.capacity, self.lag = capacity, lag
+        self.low_water = min(batch, capacity)
         self.batch, self.lease_s, self.metrics = batch, lease_s, metrics
         self._reset_lock = threading.Lock()
         self._wait_s = 0.0
@@ -132,7 +133,10 @@ class Claimer(Loop[int]):
         # ``capacity`` (concurrent claimers may overshoot by a batch each), less the
         # completer's lag (see Completer.lag).
         room = self.capacity - self.buffer.qsize() - self.lag()
-        if room <= 0:
+        # Wait for room for a whole batch while the buffer still feeds the handlers:
+        # claiming whatever room a single finished task made would mean one tiny claim
+        # per task.
+        if room <= 0 or (room < self.low_water and not self.buffer.empty()):
             self._wait_s = FULL_BUFFER_WAIT_S
             return -1
         with self._reset_lock:

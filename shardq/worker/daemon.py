@@ -91,7 +91,8 @@ class Worker:
                   count: int) -> list[Claimer]:
         targets = [(q, b) for b in range(self.client.bucket_count) for q in queues]
         base = random.randrange(len(targets))
-        capacity = max(self.config.batch, self.config.concurrency)
+        # Two batches: one claim can be in flight while a batch still feeds the handlers.
+        capacity = max(2 * self.config.batch, self.config.concurrency)
         return [Claimer(f"shardq-claimer-{i}", self.client,
                         Schedule(targets, base + i * len(targets) // count,
                                  self.config.poll_max_ms / 1000, share=count,
@@ -107,9 +108,12 @@ class Worker:
         # else: the lease was lost; another worker may hold the task, so the result is dropped.
 
     def _made_room(self) -> None:
+        # One waiting claimer is enough: it claims a batch, and waking them all would
+        # only have them race for the same room.
         for claimer in self.claimers:
             if claimer.starved:
                 claimer.wake()
+                return
 
     def _heard(self, queue: str | None, bucket: int | None) -> None:
         if queue is None or bucket is None:  # work in many buckets, or notes were missed
