@@ -225,3 +225,15 @@ def test_claimers_wait_for_a_slow_completer(dsn: str, client: shardq.Client) -> 
     assert sorted(runs) == list(range(3000))  # each ran once
     # The prefetch capacity plus one batch per claimer, never the whole backlog.
     assert most_locked <= 100 + 8 * 100
+
+
+def test_each_worker_process_gets_its_own_settings() -> None:
+    from shardq.worker.processes import child_config
+
+    config = WorkerConfig(processes=3, janitors=2, metrics_port=9100, claimers=4)
+    children = [child_config(config, i) for i in range(3)]
+    assert [c.processes for c in children] == [1, 1, 1]
+    assert [c.janitors for c in children] == [2, 0, 0]  # janitors in the first only
+    assert [c.metrics_port for c in children] == [9100, 9101, 9102]
+    assert {c.claimers for c in children} == {4}
+    assert child_config(WorkerConfig(processes=2), 1).metrics_port == 0  # off stays off
