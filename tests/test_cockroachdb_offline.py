@@ -413,17 +413,26 @@ def pglast() -> Any:
     return pytest.importorskip("pglast", reason="pglast (PostgreSQL's parser) is not installed")
 
 
+# Statements that make a fragment parseable on its own.
+AS_EXPRESSION = sql.SQL("SELECT {} FROM shardq.tasks AS t")
+AS_WHERE_CLAUSE = sql.SQL("SELECT 1 FROM shardq.tasks AS t, shardq.tasks AS a {}")
+AS_SUBQUERY = sql.SQL("SELECT * FROM ({}) AS fragment")
+
+
 @pytest.mark.parametrize("name", COMPOSED)
 def test_crdb_query_parses_as_one_statement(pglast: Any, name: str) -> None:
     text, _ = for_postgresql_parser(compose(name))
+    wrapper = None
     if name == "backoff":  # an expression
-        text = f"SELECT {text} FROM shardq.tasks AS t"
+        wrapper = AS_EXPRESSION
     elif name == "locate":  # a WHERE clause over tasks `t` and claimed tasks `a`
-        text = f"SELECT 1 FROM shardq.tasks AS t, shardq.tasks AS a {text}"
+        wrapper = AS_WHERE_CLAUSE
     elif name == "janitor_purge_dead":  # DELETE ... LIMIT is CockroachDB's, not PostgreSQL's
         text = re.sub(r"\bLIMIT \d+\b", "", text)
     elif name in FRAGMENTS and name not in ("insert_rows", "insert_one"):  # a subquery
-        text = f"SELECT * FROM ({text}) AS fragment"
+        wrapper = AS_SUBQUERY
+    if wrapper is not None:
+        text = as_text(wrapper.format(sql.SQL(text)))
     parsed = pglast.parse_sql(text)
     assert len(parsed) == 1
 
