@@ -77,7 +77,10 @@ class TaskId(UUID):
     coalesced: bool
 
     def __init__(self, value: UUID | str, coalesced: bool = False) -> None:
-        super().__init__(int=value.int) if isinstance(value, UUID) else super().__init__(value)
+        if isinstance(value, UUID):
+            super().__init__(int=value.int)
+        else:
+            super().__init__(value)
         object.__setattr__(self, "coalesced", coalesced)
 
     @classmethod

@@ -78,7 +78,7 @@ class Worker:
                            taken=self._made_room, metrics=self.metrics)
         self.listener = (Listener(self.client.db.dsn, set(queues), self._heard)
                          if config.listen and self.client.dialect == "postgresql" else None)
-        self.claimers = self._claimers(queues, leases, config.claimers)
+        self.claimers = self._claimers(queues, leases)
         self.janitors = [Janitor(self.client, config.janitor_interval_s)
                          for _ in range(config.janitors)]
         self.sampler = (StatsSampler(self.client, queues, self.metrics)
@@ -87,8 +87,8 @@ class Worker:
         self._state_lock = threading.Lock()
         self._started = self._stopped = False
 
-    def _claimers(self, queues: list[str], leases: dict[str, float],
-                  count: int) -> list[Claimer]:
+    def _claimers(self, queues: list[str], leases: dict[str, float]) -> list[Claimer]:
+        count = self.config.claimers
         targets = [(q, b) for b in range(self.client.bucket_count) for q in queues]
         base = random.randrange(len(targets))
         # Two batches: one claim can be in flight while a batch still feeds the handlers.
