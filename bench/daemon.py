@@ -63,13 +63,13 @@ def count(url: str) -> int:
 def drain_once(dbs: Databases, tasks: int, flags: list[str]) -> float:
     """Tasks/s of one daemon draining ``tasks`` pre-enqueued no-op tasks."""
     import shardq
-    from bench.daemon_app import noop
+    from bench.daemon_app import app, noop
 
     url = dbs.migrated(16)
     with shardq.Client(url) as client:
+        app.use_client(client)  # the task function enqueues through this database's Client
         for first in range(0, tasks, 5000):
-            client.enqueue_many("drain", [noop._payload((n,), {}) for n in
-                                          range(first, min(first + 5000, tasks))])
+            noop.enqueue_many([(n,) for n in range(first, min(first + 5000, tasks))])
     start = time.monotonic()
     proc = start_daemon(url, "--queue", "drain", "--concurrency", "8", "--batch", "100", *flags)
     while count(url) > 0:

@@ -174,23 +174,27 @@ class Claimer:
         return self.empty < BUCKETS
 
 
+def _fill(c: str, url: str, backlog: int) -> dict[str, Any]:
+    """Fill ``url`` with backlog kind ``c``; the claim's plan on it, and no time yet."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(FILL, {"q": Q, "keyed": c.startswith("keyed"), "n": backlog})
+        if _held(c):
+            conn.execute(HOT_KEYS, {"q": Q, "n": _held(c)["locked"],
+                                    "statuses": list(_held(c))})
+        conn.execute("VACUUM ANALYZE shardq.tasks")
+        filled = {"plan": explain(conn, "claim", {**CLAIM_PARAMS, "bucket": 0}),
+                  "seconds": 0.0}
+    common.checkpoint(url)
+    return filled
+
+
 def claim_rep(admin: str, backlog: int, seconds: float, rep: int) -> dict[str, dict[str, Any]]:
     """One rep: each backlog kind on its own database, EXPLAIN one claim each, then
     ``SLICES`` rounds of claim+ack runs of ``seconds / SLICES``, alternating the kinds."""
     configs = _rotated(BACKLOGS, rep)
     with common.Databases(admin, prefix="shardq_keys") as dbs:
         urls = {c: dbs.migrated(BUCKETS) for c in configs}
-        out: dict[str, dict[str, Any]] = {}
-        for c, url in urls.items():
-            with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute(FILL, {"q": Q, "keyed": c.startswith("keyed"), "n": backlog})
-                if _held(c):
-                    conn.execute(HOT_KEYS, {"q": Q, "n": _held(c)["locked"],
-                                            "statuses": list(_held(c))})
-                conn.execute("VACUUM ANALYZE shardq.tasks")
-                out[c] = {"plan": explain(conn, "claim", {**CLAIM_PARAMS, "bucket": 0}),
-                          "seconds": 0.0}
-            common.checkpoint(url)
+        out = {c: _fill(c, url, backlog) for c, url in urls.items()}
         clients = {c: shardq.Client(u, pool_max_size=THREADS + 1) for c, u in urls.items()}
         try:
             workers = {c: [Claimer(clients[c], i) for i in range(THREADS)] for c in configs}

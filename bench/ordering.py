@@ -79,88 +79,115 @@ class Drain:
         return out
 
 
+class DrainRun:
+    """The threads of one drain: ``claimers`` claim loops and one prober, sharing a
+    :class:`Drain` under one lock."""
+
+    def __init__(self, client: shardq.Client, n: int, claimers: int, batch: int,
+                 mode: str) -> None:
+        self.client, self.n, self.batch, self.mode = client, n, batch, mode
+        self.d, self.lock, self.done = Drain(), threading.Condition(), threading.Event()
+        self.errors: list[BaseException] = []
+        buckets = client.bucket_count
+        targets = [(Q, b) for b in range(buckets)]
+        base = random.randrange(buckets)
+        self.schedules = [Schedule(targets, base + i * buckets // claimers, POLL_MAX_S,
+                                   share=claimers, listening=mode == "notify")
+                          for i in range(claimers)]
+        self.guards = [threading.Lock() for _ in range(claimers)]
+        self.wakes = [threading.Event() for _ in range(claimers)]
+
+    def guarded(self, body: Callable[..., None], *args: int) -> None:
+        """Run ``body``; an error ends the drain and is kept for the caller."""
+        try:
+            body(*args)
+        except BaseException as exc:
+            self.errors.append(exc)
+            self.done.set()
+
+    def claim_steps(self, i: int) -> None:
+        """Claimer ``i``: pick a due bucket, claim from it, record, ack; until done."""
+        schedule, guard, wake = self.schedules[i], self.guards[i], self.wakes[i]
+        while not self.done.is_set():
+            with guard:
+                index, wait_s = schedule.pick()
+            if index < 0:
+                wake.wait(wait_s)
+                wake.clear()
+                continue
+            bucket = schedule.targets[index][1]
+            tasks = self.client.claim_bucket(Q, bucket, limit=self.batch)
+            with guard:
+                schedule.record(index, len(tasks))
+            self.record(bucket, tasks)
+            if tasks:
+                self.client.ack_many(tasks)
+
+    def record(self, bucket: int, tasks: list[shardq.Task]) -> None:
+        """Number the tasks one claim on ``bucket`` returned, in their order."""
+        d, now = self.d, time.perf_counter()
+        with self.lock:
+            d.claims += 1
+            d.full += bool(tasks)
+            if not tasks:
+                d.last_empty[bucket] = now
+            for t in sorted(tasks, key=lambda t: t.payload.get("rank", -1)):
+                d.per_bucket[t.bucket] = d.per_bucket.get(t.bucket, 0) + 1
+                if "probe" in t.payload:
+                    d.hits[t.payload["probe"]] = (d.claims, d.full, d.started, now)
+                else:
+                    d.order.append(t.payload["rank"])
+                d.started += 1
+            self.lock.notify_all()
+            if d.started == self.n + len(PROBE_AT):
+                self.done.set()
+                for w in self.wakes:
+                    w.set()
+
+    def probe_loop(self) -> None:
+        """Enqueue each urgent probe once its fraction of the drain has started."""
+        for k, fraction in enumerate(PROBE_AT):
+            with self.lock:
+                while self.d.started < fraction * self.n and not self.done.is_set():
+                    self.lock.wait(1.0)
+            self.probe(k)
+
+    def probe(self, k: int) -> None:
+        """Enqueue probe ``k``; in notify mode, hint its bucket to one claimer."""
+        d, claimers = self.d, len(self.schedules)
+        task_id = self.client.enqueue(Q, {"probe": k}, priority=86_400)
+        bucket = int.from_bytes(task_id.bytes[14:16], "big") % self.client.bucket_count
+        with self.lock:
+            d.sent[k] = (d.claims, d.full, d.started, time.perf_counter())
+            if d.sent[k][3] - d.last_empty.get(bucket, -POLL_MAX_S) < POLL_MAX_S:
+                d.cooling.add(k)  # a claimer may be skipping its bucket for a while
+        if self.mode == "notify":  # as the daemon does: one claimer hears of it
+            with self.guards[k % claimers]:
+                self.schedules[k % claimers].hint(Q, bucket)
+            self.wakes[k % claimers].set()
+
+    def run(self) -> Drain:
+        """Run every thread to the end; raise the first error."""
+        threads = [threading.Thread(target=self.guarded, args=(self.claim_steps, i),
+                                    daemon=True) for i in range(len(self.schedules))]
+        threads.append(threading.Thread(target=self.guarded, args=(self.probe_loop,),
+                                        daemon=True))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if self.errors:
+            raise self.errors[0]
+        return self.d
+
+
 def drain(url: str, n: int, claimers: int, batch: int, mode: str) -> Drain:
     """Fill ``url`` with ``n`` ordered tasks and drain them with ``claimers`` threads."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(FILL, {"q": Q, "n": n})
         conn.execute("VACUUM ANALYZE shardq.tasks")
-    d, lock, done = Drain(), threading.Condition(), threading.Event()
-    errors: list[BaseException] = []
     with shardq.Client(url, notify=False, pool_max_size=claimers + 2) as client:
-        buckets = client.bucket_count
-        targets = [(Q, b) for b in range(buckets)]
-        base = random.randrange(buckets)
-        schedules = [Schedule(targets, base + i * buckets // claimers, POLL_MAX_S,
-                              share=claimers, listening=mode == "notify")
-                     for i in range(claimers)]
-        guards = [threading.Lock() for _ in range(claimers)]
-        wakes = [threading.Event() for _ in range(claimers)]
-
-        def guarded(body: Callable[..., None], *args: int) -> None:
-            try:
-                body(*args)
-            except BaseException as exc:
-                errors.append(exc)
-                done.set()
-
-        def claim_steps(i: int) -> None:
-            schedule, guard, wake = schedules[i], guards[i], wakes[i]
-            while not done.is_set():
-                with guard:
-                    index, wait_s = schedule.pick()
-                if index < 0:
-                    wake.wait(wait_s)
-                    wake.clear()
-                    continue
-                tasks = client.claim_bucket(Q, schedule.targets[index][1], limit=batch)
-                with guard:
-                    schedule.record(index, len(tasks))
-                now = time.perf_counter()
-                with lock:
-                    d.claims += 1
-                    d.full += bool(tasks)
-                    if not tasks:
-                        d.last_empty[schedule.targets[index][1]] = now
-                    for t in sorted(tasks, key=lambda t: t.payload.get("rank", -1)):
-                        d.per_bucket[t.bucket] = d.per_bucket.get(t.bucket, 0) + 1
-                        if "probe" in t.payload:
-                            d.hits[t.payload["probe"]] = (d.claims, d.full, d.started, now)
-                        else:
-                            d.order.append(t.payload["rank"])
-                        d.started += 1
-                    lock.notify_all()
-                    if d.started == n + len(PROBE_AT):
-                        done.set()
-                        for w in wakes:
-                            w.set()
-                if tasks:
-                    client.ack_many(tasks)
-
-        def probe_loop() -> None:
-            for k, fraction in enumerate(PROBE_AT):
-                with lock:
-                    while d.started < fraction * n and not done.is_set():
-                        lock.wait(1.0)
-                task_id = client.enqueue(Q, {"probe": k}, priority=86_400)
-                bucket = int.from_bytes(task_id.bytes[14:16], "big") % buckets
-                with lock:
-                    d.sent[k] = (d.claims, d.full, d.started, time.perf_counter())
-                    if d.sent[k][3] - d.last_empty.get(bucket, -POLL_MAX_S) < POLL_MAX_S:
-                        d.cooling.add(k)  # a claimer may be skipping its bucket for a while
-                if mode == "notify":  # as the daemon does: one claimer hears of it
-                    with guards[k % claimers]:
-                        schedules[k % claimers].hint(Q, bucket)
-                    wakes[k % claimers].set()
-
-        threads = [threading.Thread(target=guarded, args=(claim_steps, i), daemon=True)
-                   for i in range(claimers)]
-        threads.append(threading.Thread(target=guarded, args=(probe_loop,), daemon=True))
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    if errors:
-        raise errors[0]
+        d = DrainRun(client, n, claimers, batch, mode).run()
     if sorted(d.order) != list(range(n)) or len(d.hits) != len(PROBE_AT):
         raise RuntimeError("the drain lost or repeated tasks")
     return d

@@ -16,8 +16,9 @@ import os
 from alembic import context
 from sqlalchemy import create_engine, pool, text
 
+from shardq.config import DEFAULT_BUCKET_COUNT, MAX_BUCKET_COUNT
+
 VERSION_TABLE = "shardq_alembic_version"
-DEFAULT_BUCKET_COUNT = 16
 
 
 def _x(name: str) -> str | None:
@@ -54,8 +55,9 @@ def _bucket_count() -> int:
         or DEFAULT_BUCKET_COUNT
     )
     count = int(raw)
-    if not 1 <= count <= 1024:
-        raise SystemExit(f"shardq: the bucket count must be between 1 and 1024, got {count}")
+    if not 1 <= count <= MAX_BUCKET_COUNT:
+        raise SystemExit(
+            f"shardq: the bucket count must be between 1 and {MAX_BUCKET_COUNT}, got {count}")
     return count
 
 

@@ -1,20 +1,61 @@
-"""shardq: a hash-sharded task queue that lives in PostgreSQL or CockroachDB."""
+"""shardq: a hash-sharded task queue that lives in PostgreSQL or CockroachDB.
 
-from shardq.app import App, TaskFunction
-from shardq.client import Client
-from shardq.clock import Clock, DatabaseClock, ManualClock
-from shardq.config import ClientConfig
-from shardq.errors import (
-    ConfigError,
-    DatabaseError,
-    InvalidTask,
-    LeaseLost,
-    SchemaNotReady,
-    ShardqError,
-)
-from shardq.handler import Context, Fail, Retry, current
-from shardq.janitor import Janitor, JanitorReport
-from shardq.task import Task, TaskInfo
+The public names below are loaded on first use (PEP 562's module ``__getattr__``):
+``import shardq`` stays cheap, so the ``shardq`` command starts without importing the
+database driver, its pool or the migrations until a subcommand needs them.
+``from shardq import Client`` and ``shardq.Client`` work as with eager imports.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from shardq.app import App, TaskFunction
+    from shardq.client import Client
+    from shardq.clock import Clock, DatabaseClock, ManualClock
+    from shardq.config import ClientConfig
+    from shardq.errors import (
+        ConfigError,
+        ConnectionLost,
+        DatabaseError,
+        InvalidTask,
+        LeaseLost,
+        SchemaNotReady,
+        ShardqError,
+        Unavailable,
+    )
+    from shardq.handler import Context, Fail, Retry, current
+    from shardq.janitor import Janitor, JanitorReport
+    from shardq.task import Task, TaskInfo
+
+# Each public name and the module that defines it.
+_SOURCES = {
+    "App": "shardq.app",
+    "TaskFunction": "shardq.app",
+    "Client": "shardq.client",
+    "Clock": "shardq.clock",
+    "DatabaseClock": "shardq.clock",
+    "ManualClock": "shardq.clock",
+    "ClientConfig": "shardq.config",
+    "ConfigError": "shardq.errors",
+    "ConnectionLost": "shardq.errors",
+    "DatabaseError": "shardq.errors",
+    "InvalidTask": "shardq.errors",
+    "LeaseLost": "shardq.errors",
+    "SchemaNotReady": "shardq.errors",
+    "ShardqError": "shardq.errors",
+    "Unavailable": "shardq.errors",
+    "Context": "shardq.handler",
+    "Fail": "shardq.handler",
+    "Retry": "shardq.handler",
+    "current": "shardq.handler",
+    "Janitor": "shardq.janitor",
+    "JanitorReport": "shardq.janitor",
+    "Task": "shardq.task",
+    "TaskInfo": "shardq.task",
+}
 
 __all__ = [
     "App",
@@ -22,6 +63,7 @@ __all__ = [
     "ClientConfig",
     "Clock",
     "ConfigError",
+    "ConnectionLost",
     "Context",
     "DatabaseClock",
     "DatabaseError",
@@ -37,6 +79,23 @@ __all__ = [
     "Task",
     "TaskFunction",
     "TaskInfo",
+    "Unavailable",
     "current",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module defining public name ``name`` and return that name (then cached
+    in this module's namespace, so the next lookup is a plain attribute read)."""
+    source = _SOURCES.get(name)
+    if source is None:
+        raise AttributeError(f"module 'shardq' has no attribute {name!r}")
+    value = getattr(importlib.import_module(source), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The module's names, the lazily loaded public ones included."""
+    return sorted({*globals(), *_SOURCES})

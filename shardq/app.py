@@ -8,11 +8,14 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar, overload
 
+from shardq.cadence import Cadence, missed_policy
 from shardq.client import Client
+from shardq.config import ClientConfig, check_setting
 from shardq.db import Conn
 from shardq.errors import ConfigError, InvalidTask
+from shardq.periodic import Schedule
 from shardq.task import Task, TaskId
 from shardq.validate import queue_name
 
@@ -20,6 +23,11 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_QUEUE = "default"
+
+
+class NoHandler(LookupError):
+    """A claimed task has no handler in the app: its name is unknown, or it is a raw
+    payload on a queue the app has only task functions for.  Workers dead-letter it."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +109,7 @@ class App:
         self._lock = threading.Lock()
         self.tasks: dict[str, Handler] = {}
         self.raw: dict[str, Handler] = {}
+        self.schedules: dict[str, Schedule] = {}
 
     @property
     def client(self) -> Client:
@@ -116,12 +125,26 @@ class App:
         with self._lock:
             self._client = client
 
+    @overload
+    def task(self, fn: Callable[P, R], *, queue: str = ..., name: str | None = ...,
+             max_attempts: int | None = ..., lease_s: float | None = ...,
+             priority: int = ...) -> TaskFunction[P, R]: ...
+
+    @overload
+    def task(self, fn: None = None, *, queue: str = ..., name: str | None = ...,
+             max_attempts: int | None = ..., lease_s: float | None = ...,
+             priority: int = ...) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
+
     def task(self, fn: Callable[P, R] | None = None, *, queue: str = DEFAULT_QUEUE,
              name: str | None = None, max_attempts: int | None = None,
-             lease_s: float | None = None, priority: int = 0) -> Any:
-        """Register a function (sync or async) as a task; usable bare or with options."""
+             lease_s: float | None = None, priority: int = 0
+             ) -> TaskFunction[P, R] | Callable[[Callable[P, R]], TaskFunction[P, R]]:
+        """Register a function (sync or async) as a task; usable bare (``@app.task``) or
+        with options (``@app.task(queue=...)``)."""
         def register(f: Callable[P, R]) -> TaskFunction[P, R]:
             task_name = name or f"{f.__module__}.{f.__qualname__}"
+            if lease_s is not None:
+                check_setting(ClientConfig, "lease_s", lease_s, f"lease_s of task {task_name!r}")
             if task_name in self.tasks:
                 raise ConfigError(f"a task named {task_name!r} is already registered")
             self.tasks[task_name] = Handler(f, queue_name(queue), lease_s, raw=False)
@@ -130,10 +153,44 @@ class App:
 
         return register(fn) if fn is not None else register
 
+    def periodic(self, *, cron: str | None = None, every_s: float | None = None,
+                 tz: str = "UTC", missed: str = "once", queue: str = DEFAULT_QUEUE,
+                 name: str | None = None, priority: int = 0, max_attempts: int | None = None,
+                 lease_s: float | None = None
+                 ) -> Callable[[Callable[[], R]], TaskFunction[[], R]]:
+        """Register a function without arguments as a task enqueued on a schedule.
+
+        Give ``cron`` (a cron expression, read on the wall clock of ``tz``) or
+        ``every_s``.  ``missed`` says what a worker does with slots that passed while no
+        worker ran: ``"once"`` runs one catch-up, ``"all"`` runs each, ``"skip"`` runs
+        none.  The other options are :meth:`task`'s; the schedule's name is the task's.
+        Workers of the app fire each slot once between them (see :mod:`shardq.periodic`).
+        """
+        when = Cadence(cron, every_s, tz)
+        policy = missed_policy(missed)
+
+        def register(f: Callable[[], R]) -> TaskFunction[[], R]:
+            try:
+                inspect.signature(f).bind()
+            except TypeError:
+                raise ConfigError(f"a periodic task takes no arguments: {f.__qualname__}"
+                                  ) from None
+            schedule = Schedule(name or f"{f.__module__}.{f.__qualname__}", when,
+                                queue_name(queue), priority, max_attempts, policy)
+            task: TaskFunction[[], R] = self.task(f, queue=queue, name=schedule.name,
+                                                  max_attempts=max_attempts, lease_s=lease_s,
+                                                  priority=priority)
+            self.schedules[schedule.name] = schedule
+            return task
+
+        return register
+
     def handler(self, queue: str, *, lease_s: float | None = None
                 ) -> Callable[[Callable[[Any], R]], Callable[[Any], R]]:
         """Register a raw handler: it gets the payload of every task of ``queue``."""
         def register(f: Callable[[Any], R]) -> Callable[[Any], R]:
+            if lease_s is not None:
+                check_setting(ClientConfig, "lease_s", lease_s, f"lease_s of queue {queue!r}")
             if queue in self.raw:
                 raise ConfigError(f"queue {queue!r} already has a handler")
             self.raw[queue_name(queue)] = Handler(f, queue, lease_s, raw=True)
@@ -154,11 +211,14 @@ class App:
         return max(asked) if asked else default
 
     def resolve(self, task: Task) -> Handler:
-        """The handler for a claimed task (raises LookupError for an unknown one)."""
+        """The handler for a claimed task (raises :class:`NoHandler` for an unknown one)."""
         if task.queue in self.raw:
             return self.raw[task.queue]
         payload = task.payload
         name = payload.get("task") if isinstance(payload, dict) else None
-        if name is None or name not in self.tasks:
-            raise LookupError(f"no handler for task {name!r} on queue {task.queue!r}")
+        if name is None:
+            raise NoHandler(f"no handler for a task without a name (a raw payload) on queue "
+                            f"{task.queue!r} in this app")
+        if name not in self.tasks:
+            raise NoHandler(f"no handler for task {name!r} on queue {task.queue!r} in this app")
         return self.tasks[name]

@@ -9,21 +9,31 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from shardq.errors import ConfigError
+from shardq.validate import INT4_MAX, MAX_DELAY_S, MAX_LEASE_S, MAX_PAYLOAD_BYTES
 
 DEFAULT_BUCKET_COUNT = 16
 DEFAULT_MAX_ATTEMPTS = 10
 MAX_BUCKET_COUNT = 1024
+DEFAULT_DEAD_LIST = 100  # dead tasks `dead()` and `shardq dead list` show
+DAY_S = 86400.0
+# The only spellings a boolean SHARDQ_* variable accepts: anything else is a typo.
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
 
 
-def setting(default: Any, help: str, *, env: bool = True) -> Any:
-    """A dataclass field carrying its help text (and whether a SHARDQ_* variable sets it)."""
-    return field(default=default, metadata={"help": help, "env": env})
+def setting(default: Any, help: str, *, env: bool = True, low: float | None = None,
+            high: float | None = None) -> Any:
+    """A dataclass field carrying its help text, whether a SHARDQ_* variable sets it, and
+    the inclusive range a number must lie in (checked by :func:`check_settings`)."""
+    return field(default=default,
+                 metadata={"help": help, "env": env, "low": low, "high": high})
 
 
 @dataclass(frozen=True)
@@ -37,41 +47,93 @@ class ClientConfig:
         None,
         f"buckets of a schema this client creates (default {DEFAULT_BUCKET_COUNT}); "
         "an existing schema's count is read from the database",
+        low=1, high=MAX_BUCKET_COUNT,
     )
-    lease_s: float = setting(30.0, "how long a claim holds a task before it may be rescued")
-    max_attempts: int = setting(DEFAULT_MAX_ATTEMPTS, "claims a task gets before it is dead")
-    backoff_base_s: float = setting(1.0, "retry delay after the first failed attempt is 2 x this")
-    backoff_cap_s: float = setting(3600.0, "longest retry delay")
-    backoff_jitter: float = setting(0.2, "retry delays are cut by up to this fraction at random")
-    max_payload_bytes: int = setting(1_048_576, "largest payload, as UTF-8 JSON")
-    pool_max_size: int = setting(8, "most database connections this client opens")
-    janitor_batch: int = setting(500, "tasks one janitor statement handles at most")
+    lease_s: float = setting(30.0, "how long a claim holds a task before it may be rescued",
+                             low=0.1, high=MAX_LEASE_S)
+    max_attempts: int = setting(DEFAULT_MAX_ATTEMPTS, "claims a task gets before it is dead",
+                                low=1, high=INT4_MAX)
+    backoff_base_s: float = setting(1.0, "retry delay after the first failed attempt is 2 x this",
+                                    low=0.001, high=MAX_DELAY_S)
+    backoff_cap_s: float = setting(3600.0, "longest retry delay (at least backoff_base_s)",
+                                   low=0.001, high=MAX_DELAY_S)
+    backoff_jitter: float = setting(
+        0.2, "retry delays are cut by up to this fraction at random (below 1)", low=0, high=1)
+    max_payload_bytes: int = setting(1_048_576, "largest payload, as UTF-8 JSON",
+                                     low=2, high=MAX_PAYLOAD_BYTES)
+    pool_max_size: int = setting(8, "most database connections this client opens",
+                                 low=1, high=1000)
+    connect_timeout_s: float = setting(5.0, "how long opening a connection may take",
+                                       low=0.1, high=DAY_S)
+    statement_timeout_s: float = setting(
+        30.0, "client-side deadline of one statement or transaction: past it the connection "
+        "is dropped and the work retried where that is safe", low=0.01, high=DAY_S)
+    janitor_batch: int = setting(500, "tasks one janitor statement handles at most",
+                                 low=1, high=10_000)
+    janitor_interval_s: float = setting(1.0, "pause between janitor passes", low=0.01, high=DAY_S)
     dead_retention_s: float | None = setting(
-        None, "the janitor deletes tasks dead for longer than this (none: keep them)"
+        None, "the janitor deletes tasks dead for longer than this (none: keep them)",
+        low=1, high=MAX_DELAY_S,
     )
     notify: bool = setting(
         True, "NOTIFY listening workers on enqueue, so they start at once (PostgreSQL)"
     )
 
     def __post_init__(self) -> None:
-        check_positive(self, "lease_s", "max_attempts", "backoff_base_s", "backoff_cap_s",
-                        "max_payload_bytes", "pool_max_size", "janitor_batch")
-        if self.dead_retention_s is not None and self.dead_retention_s <= 0:
-            raise ConfigError(f"dead_retention_s must be positive, got {self.dead_retention_s}")
-        if not 0 <= self.backoff_jitter < 1:
-            raise ConfigError(f"backoff_jitter must be in [0, 1), got {self.backoff_jitter}")
-        if self.bucket_count is not None and not 1 <= self.bucket_count <= MAX_BUCKET_COUNT:
-            raise ConfigError(
-                f"bucket_count must be between 1 and {MAX_BUCKET_COUNT}, got {self.bucket_count}"
-            )
+        check_settings(self)
+        if self.backoff_jitter >= 1:
+            raise ConfigError(f"{_named('backoff_jitter')} must be below 1, "
+                              f"got {self.backoff_jitter!r}")
+        if self.backoff_base_s > self.backoff_cap_s:
+            raise ConfigError(f"backoff_base_s ({self.backoff_base_s!r}) must not exceed "
+                              f"backoff_cap_s ({self.backoff_cap_s!r})")
 
 
-def check_positive(obj: object, *names: str) -> None:
-    """Raise ConfigError unless every named attribute of ``obj`` is positive."""
-    for name in names:
-        value = getattr(obj, name)
-        if value <= 0:
-            raise ConfigError(f"{name} must be positive, got {value!r}")
+def _named(name: str) -> str:
+    """A setting's name with its flag and variable, so an error says where to fix it."""
+    return f"{name} (--{name.replace('_', '-')}, {env_name(name)})"
+
+
+def _kind(f: dataclasses.Field[Any], value: Any) -> tuple[str, bool]:
+    """What setting ``f`` must be, in words, and whether ``value`` has that type."""
+    kind = _base_type(f)
+    if kind is bool:
+        return "true or false", isinstance(value, bool)
+    if kind is str:
+        return "a string", isinstance(value, str)
+    if kind is tuple:
+        return "a tuple of strings", (isinstance(value, tuple)
+                                      and all(isinstance(v, str) for v in value))
+    if kind is int:
+        return "an integer", isinstance(value, int) and not isinstance(value, bool)
+    return "a finite number", (isinstance(value, int | float) and not isinstance(value, bool)
+                               and math.isfinite(value))
+
+
+def check_settings(obj: Any) -> None:
+    """Raise ConfigError (one line) unless every field of the settings dataclass ``obj``
+    has its type and lies within its range; None is accepted where the type allows it."""
+    for f in dataclasses.fields(obj):
+        _check(f, getattr(obj, f.name), _named(f.name))
+
+
+def check_setting(cls: type[Any], name: str, value: Any, label: str) -> None:
+    """Raise ConfigError unless ``value`` would do for setting ``name`` of ``cls`` (for
+    options that override a setting elsewhere, such as a task's own ``lease_s``)."""
+    [f] = [f for f in dataclasses.fields(cls) if f.name == name]
+    _check(f, value, label)
+
+
+def _check(f: dataclasses.Field[Any], value: Any, label: str) -> None:
+    if value is None and "None" in str(f.type):
+        return
+    wanted, ok = _kind(f, value)
+    low, high = f.metadata.get("low"), f.metadata.get("high")
+    if low is not None and high is not None:
+        ok = ok and low <= value <= high
+        wanted += f" between {low:,.10g} and {high:,.10g}"
+    if not ok:
+        raise ConfigError(f"{label} must be {wanted}, got {value!r}")
 
 
 C = TypeVar("C")
@@ -94,12 +156,21 @@ def _parse(f: dataclasses.Field[Any], raw: str) -> Any:
     kind = _base_type(f)
     try:
         if kind is bool:
-            return raw.strip().lower() in ("1", "true", "yes", "on")
+            return _boolean(raw)
         if kind is tuple:
             return tuple(part.strip() for part in raw.split(",") if part.strip())
         return kind(raw)
     except ValueError:
-        raise ConfigError(f"{env_name(f.name)}={raw!r} is not a valid {kind.__name__}") from None
+        wanted = f"one of {', '.join(TRUE_WORDS + FALSE_WORDS)}" if kind is bool else (
+            f"a valid {kind.__name__}")
+        raise ConfigError(f"{env_name(f.name)}={raw!r} is not {wanted}") from None
+
+
+def _boolean(raw: str) -> bool:
+    word = raw.strip().lower()
+    if word not in TRUE_WORDS + FALSE_WORDS:
+        raise ValueError(word)
+    return word in TRUE_WORDS
 
 
 def load(cls: type[C], overrides: Mapping[str, Any] | None = None,
@@ -129,7 +200,9 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type[Any],
         flag = "--" + f.name.replace("_", "-")
         kind = _base_type(f)
         default = f.default if f.default is not dataclasses.MISSING else None
-        help_text = f"{f.metadata['help']} [env {env_name(f.name)}; default {default}]"
+        low, high = f.metadata.get("low"), f.metadata.get("high")
+        bounds = f"; {low:,.10g} to {high:,.10g}" if low is not None and high is not None else ""
+        help_text = f"{f.metadata['help']} [env {env_name(f.name)}; default {default}{bounds}]"
         if kind is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None,
                                 help=help_text)

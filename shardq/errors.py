@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 from uuid import UUID
 
-import psycopg
-from psycopg import errors as pg_errors
+if TYPE_CHECKING:
+    import psycopg
+
+# The functions below import psycopg themselves: they only run once a database error
+# was raised, and at module level psycopg would cost every CLI call (even ``--help``)
+# its import time.
 
 
 class ShardqError(Exception):
@@ -47,10 +52,28 @@ class DatabaseError(ShardqError):
     """A database error shardq has no more specific class for (the cause is chained)."""
 
 
-def is_retryable(exc: BaseException) -> bool:
-    """Serialization failures (SQLSTATE 40001) and lost connections are worth another try."""
-    if isinstance(exc, pg_errors.SerializationFailure):
-        return True
+class Unavailable(DatabaseError):
+    """No connection to the database could be made (the message names the cause)."""
+
+
+class ConnectionLost(DatabaseError):
+    """The connection failed while a statement was in flight, and retrying could not
+    settle it: whether the server applied the statement is unknown."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Failures after which the same work certainly may run again: serialization
+    failures (SQLSTATE 40001), which roll the transaction back."""
+    from psycopg import errors as pg_errors
+
+    return isinstance(exc, pg_errors.SerializationFailure)
+
+
+def is_connection_loss(exc: BaseException) -> bool:
+    """A lost or unusable connection (not a statement the server refused)."""
+    import psycopg
+    from psycopg import errors as pg_errors
+
     return isinstance(exc, psycopg.OperationalError) and not isinstance(
         exc, pg_errors.QueryCanceled | pg_errors.InsufficientPrivilege
     )
@@ -58,6 +81,8 @@ def is_retryable(exc: BaseException) -> bool:
 
 def map_db_error(exc: psycopg.Error) -> ShardqError:
     """Translate a psycopg error into shardq's hierarchy."""
+    from psycopg import errors as pg_errors
+
     if isinstance(exc, pg_errors.UndefinedTable | pg_errors.InvalidSchemaName):
         return SchemaNotReady(f"the shardq schema is missing ({exc.diag.message_primary})")
     if isinstance(exc, pg_errors.UndefinedColumn):

@@ -7,6 +7,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from shardq import validate
 from shardq.task import Task
 
 
@@ -18,7 +19,9 @@ class Retry(Exception):
 
     def __init__(self, in_s: float | None = None, reason: str = "retry requested") -> None:
         super().__init__(reason)
-        self.in_s = in_s
+        # Checked here, so a bad delay fails the handler (a normal, recorded failure)
+        # instead of the batch its outcome is written in.
+        self.in_s = validate.seconds("in_s", in_s)
 
 
 class Fail(Exception):

@@ -7,15 +7,16 @@ their state, one bounded batch of one bucket at a time.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from shardq.db import Conn
+from shardq import queuestats, validate
+from shardq.config import DAY_S
+from shardq.errors import InvalidTask
 from shardq.loop import Loop
-
-if TYPE_CHECKING:
-    from shardq.client import Client
+from shardq.statements import Statements
 
 
 @dataclass(frozen=True)
@@ -41,19 +42,14 @@ class JanitorReport:
         return self.rescued + self.dead + self.promoted + self.purged
 
 
-def _drain(client: Client, name: str, bucket: int,
+def _drain(st: Statements, name: str, bucket: int,
            count: Callable[[list[tuple[Any, ...]]], JanitorReport]) -> JanitorReport:
     """Repeat one bounded statement on a bucket until a batch comes back short."""
-    limit = client.config.janitor_batch
-    query = client._query(name, limit)
+    limit = st.config.janitor_batch
+    query = st.query(name, limit)
     report = JanitorReport()
-
-    def work(conn: Conn) -> list[tuple[Any, ...]]:
-        params = client._params(bucket=bucket, dead_retention_s=client.config.dead_retention_s)
-        return conn.execute(query, params).fetchall()
-
     while True:
-        rows = client.db.run(work)
+        rows = st.all(query, {"bucket": bucket, "dead_retention_s": st.config.dead_retention_s})
         report += count(rows)
         if len(rows) < limit:
             return report
@@ -72,26 +68,56 @@ def _purged(rows: list[tuple[Any, ...]]) -> JanitorReport:
     return JanitorReport(purged=len(rows))
 
 
-def janitor_pass(client: Client) -> JanitorReport:
-    """One pass over every bucket of the schema."""
+PRUNE_EVERY_S = 60.0  # old throughput counts are few: forgetting them once a minute is plenty
+
+
+def janitor_pass(st: Statements, *, prune: bool = True) -> JanitorReport:
+    """One pass over every bucket of the schema (and, with ``prune``, forget old
+    throughput counts)."""
+    if prune:
+        queuestats.prune_throughput(st)
     report = JanitorReport()
-    for bucket in range(client.bucket_count):
-        report += _drain(client, "janitor_promote", bucket, _promoted)
-        report += _drain(client, "janitor_rescue", bucket, _rescued)
-        if client.dialect == "postgresql":  # keyed tasks exist on PostgreSQL only
-            report += _drain(client, "janitor_rescue_keyed", bucket, _rescued)
-        if client.config.dead_retention_s is not None:
-            report += _drain(client, "janitor_purge_dead", bucket, _purged)
+    for bucket in range(st.bucket_count):
+        report += _drain(st, "janitor_promote", bucket, _promoted)
+        report += _drain(st, "janitor_rescue", bucket, _rescued)
+        if st.dialect.keyed_tasks:
+            report += _drain(st, "janitor_rescue_keyed", bucket, _rescued)
+        if st.config.dead_retention_s is not None:
+            report += _drain(st, "janitor_purge_dead", bucket, _purged)
     return report
 
 
-class Janitor(Loop[JanitorReport]):
-    """Runs :func:`janitor_pass` every ``interval_s`` in a background thread."""
+class HasStatements(Protocol):
+    """Anything that runs statements for a schema: a :class:`shardq.Client`, say."""
 
-    def __init__(self, client: Client, interval_s: float = 1.0) -> None:
-        super().__init__("shardq-janitor", interval_s)
-        self.client = client
+    @property
+    def statements(self) -> Statements:
+        """The statements layer of its schema."""
+        ...
+
+
+class Janitor(Loop[JanitorReport]):
+    """Runs :func:`janitor_pass` every ``interval_s`` in a background thread.
+
+    ``Janitor(client)`` takes a :class:`shardq.Client` (or its :class:`Statements`);
+    ``interval_s`` defaults to the client's ``janitor_interval_s`` setting.
+    """
+
+    def __init__(self, source: HasStatements | Statements,
+                 interval_s: float | None = None) -> None:
+        st = source if isinstance(source, Statements) else source.statements
+        if interval_s is not None and not validate.seconds("interval_s", interval_s,
+                                                           limit=DAY_S):
+            raise InvalidTask("interval_s must be positive")
+        super().__init__("shardq-janitor",
+                         st.config.janitor_interval_s if interval_s is None else interval_s)
+        self.statements = st
+        self._pruned_at = float("-inf")
 
     def run_once(self) -> JanitorReport:
-        """One pass over every bucket."""
-        return janitor_pass(self.client)
+        """One pass over every bucket (pruning throughput counts once a minute)."""
+        prune = time.monotonic() - self._pruned_at >= PRUNE_EVERY_S
+        report = janitor_pass(self.statements, prune=prune)
+        if prune:
+            self._pruned_at = time.monotonic()
+        return report

@@ -13,43 +13,36 @@ attempts and history.  Unkeyed tasks never touch any of this.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID, uuid4
 
-from shardq import operations
-from shardq.db import Conn
-from shardq.errors import ConfigError, InvalidTask
-from shardq.task import Task, TaskId
+from psycopg.errors import UniqueViolation
 
-if TYPE_CHECKING:
-    from shardq.client import Client
+from shardq import validate
+from shardq.db import Conn
+from shardq.errors import InvalidTask
+from shardq.statements import Statements
+from shardq.task import Task, TaskId, addresses
 
 MAX_KEY_CHARS = 512
 
 
 def check_key(key: object) -> str:
-    """A key: a non-empty string of at most 512 characters."""
+    """A key: a non-empty string of at most 512 characters, without NUL or lone surrogates."""
     if not isinstance(key, str) or not 1 <= len(key) <= MAX_KEY_CHARS:
         raise InvalidTask(f"a key must be a string of 1 to {MAX_KEY_CHARS} characters, "
-                          f"got {key!r}")
-    return key
+                          f"got {key!r:.80}")
+    return validate.storable("a key", key)
 
 
-def require_postgresql(client: Client) -> None:
-    """Keyed tasks need statements that modify the table twice (PostgreSQL only)."""
-    if client.dialect != "postgresql":
-        raise ConfigError("keyed tasks need PostgreSQL: on CockroachDB a statement cannot "
-                          "modify the tasks table twice, which merging a retry needs")
-
-
-def enqueue_rows(client: Client, conn: Conn | None, params: dict[str, Any],
+def enqueue_rows(st: Statements, conn: Conn | None, params: dict[str, Any],
                  keys: Sequence[str | None], payloads: Sequence[Any]) -> list[TaskId]:
     """Insert tasks as rows (coalescing keyed ones); one TaskId per input, in order.
 
     Inputs sharing a key collapse into one row first (the last payload wins), so
     the statement meets each key once.
     """
-    require_postgresql(client)
+    st.dialect.require_keyed_tasks()
     last: dict[str, int] = {}
     for i, key in enumerate(keys):
         if key is not None:
@@ -59,16 +52,11 @@ def enqueue_rows(client: Client, conn: Conn | None, params: dict[str, Any],
     kept = sorted((i for i, key in enumerate(keys) if key is None or last[key] == i),
                   key=lambda i: (keys[i] is None, keys[i] or ""))
     ids = {i: uuid4() for i in kept}
-    query = client._query("enqueue_rows")
     rows = {**params, "ids": [ids[i] for i in kept], "keys": [keys[i] for i in kept],
             "payloads": [payloads[i] for i in kept]}
-
-    def work(c: Conn) -> dict[str, UUID]:
-        # Each returned row is (task id, key); a key's id differs from the one sent
-        # when the row was coalesced into the key's waiting task.
-        return {key: got for got, key, *_ in c.execute(query, rows).fetchall() if key}
-
-    by_key = client.db.run(work, conn)
+    by_key = _insert_rows(st, conn, rows)
+    if by_key is None:  # a retry found its ids taken: the lost attempt wrote them all
+        by_key = {key: ids[i] for i in kept if (key := keys[i]) is not None}
     out: list[TaskId] = []
     for i, key in enumerate(keys):
         if key is None:
@@ -80,12 +68,40 @@ def enqueue_rows(client: Client, conn: Conn | None, params: dict[str, Any],
     return out
 
 
-def putback(client: Client, tasks: Sequence[Task], *, run_at: Sequence[Any],
+def _insert_rows(st: Statements, conn: Conn | None,
+                 rows: dict[str, Any]) -> dict[str, UUID] | None:
+    """Run enqueue_rows; returns each key's task id (the one sent, or the waiting task's
+    it coalesced into), or None when a retry found the ids already written.
+
+    A retry after a lost reply coalesces again into the waiting tasks it made (the
+    same payloads), unless one was claimed meanwhile: then its id, being unique,
+    is refused, which proves the first attempt committed (it was one statement).
+    """
+    query = st.query("enqueue_rows")
+    params = st.params(**rows)
+    tries = 0
+
+    def work(c: Conn) -> dict[str, UUID] | None:
+        nonlocal tries
+        tries += 1
+        try:
+            # Each returned row is (task id, key); a key's id differs from the one
+            # sent when the row was coalesced into the key's waiting task.
+            return {key: got for got, key, *_ in c.execute(query, params).fetchall() if key}
+        except UniqueViolation:
+            if tries == 1 or conn is not None:
+                raise
+            return None
+
+    return st.run(work, conn)
+
+
+def putback(st: Statements, tasks: Sequence[Task], *, run_at: Sequence[Any],
             delays_s: Sequence[float | None], use_backoff: Sequence[bool],
             errors: Sequence[str | None], keep_errors: bool,
             attempt_change: int) -> set[UUID]:
     """Put claimed keyed tasks back in line (merging follow-ups); returns the ids done."""
-    require_postgresql(client)
+    st.dialect.require_keyed_tasks()
     # Key order, as in enqueue_rows, so a batch and a concurrent enqueue batch lock the
     # follow-ups they share in the same order.
     order = sorted(range(len(tasks)), key=lambda i: tasks[i].key or "")
@@ -93,13 +109,8 @@ def putback(client: Client, tasks: Sequence[Task], *, run_at: Sequence[Any],
     run_at, delays_s = [run_at[i] for i in order], [delays_s[i] for i in order]
     use_backoff, errors = [use_backoff[i] for i in order], [errors[i] for i in order]
     n = len(tasks)
-    params = client._params(
-        **operations.locate(tasks), run_ats=list(run_at), delays_s=list(delays_s),
-        use_backoff=list(use_backoff), errors=list(errors), keep_errors=[keep_errors] * n,
-        attempt_changes=[attempt_change] * n)
-    query = client._query("requeue_keyed")
-
-    def work(c: Conn) -> set[UUID]:
-        return {row[0] for row in c.execute(query, params).fetchall()}
-
-    return client.db.run(work)
+    rows = st.all("requeue_keyed", {
+        **addresses(tasks), "run_ats": list(run_at), "delays_s": list(delays_s),
+        "use_backoff": list(use_backoff), "errors": list(errors),
+        "keep_errors": [keep_errors] * n, "attempt_changes": [attempt_change] * n})
+    return {row[0] for row in rows}

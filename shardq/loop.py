@@ -60,11 +60,6 @@ class Loop(ABC, Generic[R]):
         self._wake.set()
 
     @property
-    def stopping(self) -> bool:
-        """Whether stop() was called."""
-        return self._stop.is_set()
-
-    @property
     def running(self) -> bool:
         """Whether the loop's thread is alive."""
         thread = self._thread

@@ -9,8 +9,10 @@ from typing import TextIO
 
 from alembic import command
 from alembic.config import Config
+from alembic.util import CommandError
 
 from shardq.db import normalize_dsn
+from shardq.errors import ConfigError
 
 
 @cache
@@ -45,7 +47,10 @@ def upgrade(dsn: str | None, *, bucket_count: int | None = None, sql: bool = Fal
             output: TextIO | None = None) -> None:
     """Bring the schema up to ``revision``; with ``sql`` only print the DDL."""
     config = alembic_config(dsn, bucket_count=bucket_count, dialect=dialect, output=output)
-    command.upgrade(config, revision, sql=sql)
+    try:
+        command.upgrade(config, revision, sql=sql)
+    except CommandError as exc:  # an unknown revision, say: the user's to fix, in one line
+        raise ConfigError(f"migrate: {exc}") from exc
 
 
 def downgrade(dsn: str, *, revision: str = "base") -> None:

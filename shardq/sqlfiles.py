@@ -8,14 +8,14 @@ never with user input; values always travel as bound parameters.
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from importlib.abc import Traversable
 from pathlib import Path
 
 from psycopg import sql
 
-DIALECTS = ("postgresql", "cockroachdb")
+from shardq.dialect import DIALECTS
 
 
 @cache
@@ -48,17 +48,53 @@ FRAGMENTS = {
     "backoff": "backoff",
     "putback": "putback_keyed",
     "locate": "locate",
+    "claim_where": "claim_where",
+    "claim_set": "claim_set",
+    "claim_returning": "claim_returning",
+    "claim_columns": "claim_columns",
+    "rescue_where": "rescue_where",
+    "rescue_set": "rescue_set",
+    "promote_where": "promote_where",
+    "promote_set": "promote_set",
+    "suspect": "suspect",
+    "rescue_dies": "rescue_dies",
+    "rescue_error": "rescue_error",
+    "throughput_add": "throughput_add",
 }
 
 
-@cache
-def query(name: str, dialect: str, bucket: str, limit: int | None = None) -> sql.Composed:
-    """Query ``name`` composed for one engine, bucket column and (where used) row limit."""
-    source = text(name, dialect)
+Names = tuple[tuple[str, str], ...]
+Identifiers = tuple[tuple[str, tuple[str, ...]], ...]
+
+
+def _without_heading(source: str) -> str:
+    """A fragment's text without its leading comment lines (they document the file)."""
+    lines = source.splitlines()
+    while lines and lines[0].lstrip().startswith("--"):
+        lines.pop(0)
+    return "\n".join(lines)
+
+
+@lru_cache(maxsize=512)
+def query(name: str, dialect: str, bucket: str, limit: int | None = None, *,
+          fragments: Names = (), identifiers: Identifiers = (),
+          fragment: bool = False) -> sql.Composed:
+    """Query ``name`` composed for one engine, bucket column and (where used) row limit.
+
+    ``fragments`` maps placeholders to other files than :data:`FRAGMENTS` names (at
+    every depth of the composition); ``identifiers`` fills placeholders with quoted
+    identifiers (a name and its qualifiers, such as a staging table's schema and name).
+    """
+    source = _without_heading(text(name, dialect)) if fragment else text(name, dialect)
+    files = {**FRAGMENTS, **dict(fragments)}
     parts: dict[str, sql.Composable] = {
-        placeholder: query(file, dialect, bucket, limit)
-        for placeholder, file in FRAGMENTS.items() if "{" + placeholder + "}" in source
+        placeholder: query(file, dialect, bucket, limit, fragments=fragments,
+                           identifiers=identifiers, fragment=True)
+        for placeholder, file in files.items() if "{" + placeholder + "}" in source
     }
+    for placeholder, names in identifiers:
+        if "{" + placeholder + "}" in source:
+            parts[placeholder] = sql.Identifier(*names)
     if "{bucket}" in source:
         parts["bucket"] = sql.Identifier(bucket)
     if "{limit}" in source:

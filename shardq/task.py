@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -13,9 +14,9 @@ from uuid import UUID, SafeUUID
 class Task:
     """A claimed task.
 
-    ``bucket``, ``queue``, ``exec_time`` and ``id`` locate its row; while the
-    task is claimed ``exec_time`` is the lease expiry, so :meth:`Client.extend`
-    updates it in place.  ``lease_token`` fences every later operation: once the
+    ``id`` finds its row; while the task is claimed ``exec_time`` is the lease
+    expiry, which :meth:`Client.extend` updates in place.  ``lease_token`` (one per
+    claim, shared by the tasks it took) fences every later operation: once the
     lease is lost, they raise :class:`shardq.LeaseLost`.
     """
 
@@ -30,6 +31,9 @@ class Task:
     priority: int
     enqueued_at: datetime
     key: str | None = None
+    suspect: bool = False
+    """The task's last lease expired without a result: it may have killed the worker
+    that held it, so a worker runs it alone (see :mod:`shardq.worker.isolation`)."""
 
     @property
     def lease_expires_at(self) -> datetime:
@@ -102,3 +106,17 @@ class TaskId(UUID):
 # The version (4) and variant (RFC 4122) bits of a random UUID, as uuid.UUID sets them.
 _V4_CLEAR = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)
 _V4_SET = (0x4000 << 64) | (0x8000 << 48)
+
+
+def addresses(tasks: Sequence[Task]) -> dict[str, str]:
+    """The arrays that find claimed tasks' rows (by id) and fence them (by lease token).
+
+    They are sent as array literals built here: the driver's list adapter spends
+    several microseconds per element in Python, which made it the largest cost of a
+    worker's acks.  Uuids are written as 32 hex digits, which both engines read.
+    """
+    return {
+        "ids": "{" + ",".join([t.id.hex for t in tasks]) + "}",
+        "tokens": "{" + ",".join([t.lease_token.hex if t.lease_token else "NULL"
+                                  for t in tasks]) + "}",
+    }

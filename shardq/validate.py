@@ -5,15 +5,33 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
+from uuid import UUID
 
 from shardq.errors import InvalidTask
+from shardq.redaction import redact
+from shardq.task import Task
+
+T = TypeVar("T")
 
 QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+INT4_MAX = 2**31 - 1  # priority, attempts and max_attempts are integer columns
 MAX_DELAY_S = 100 * 365 * 86400
-MAX_PRIORITY_S = 100 * 365 * 86400
+MAX_PRIORITY_S = INT4_MAX  # about 68 years
+MAX_LEASE_S = 7 * 86400.0
+MAX_PAYLOAD_BYTES = 256 * 1024 * 1024 - 1  # jsonb holds less than 256 MiB
+MAX_CLAIM = 10_000
+MAX_ERROR_CHARS = 4000
+"""Stored error text is cut to this many characters: its start and its end are kept."""
+ERROR_HEAD_CHARS = 1000
+LONE_SURROGATE = "payload contains a lone surrogate, which is not valid Unicode"
+# Code points PostgreSQL text cannot hold (NUL) or UTF-8 cannot encode (lone surrogates).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+# In payload JSON (ASCII, from _ENCODER): one escape sequence, so that an escaped
+# backslash followed by "u0000" is not read as an escaped NUL.
+_JSON_ESCAPE = re.compile(r"\\(?:u([0-9a-f]{4})|.)")
 # One encoder for every payload: json.dumps with options builds a new one per call.
 # ensure_ascii (the default) keeps the text ASCII, so its length is its size in bytes
 # and it never holds a raw control character.
@@ -39,9 +57,94 @@ def payload_json(payload: Any, max_bytes: int) -> str:
     size = len(text)
     if size > max_bytes:
         raise InvalidTask(f"payload is {size} bytes, over the limit of {max_bytes}")
-    if "\\u0000" in text:
-        raise InvalidTask("payload contains a NUL character, which PostgreSQL's jsonb refuses")
+    if "\\u0000" in text or "\\ud" in text:  # rare: only then walk the escapes
+        _check_escapes(text)
     return text
+
+
+def _check_escapes(text: str) -> None:
+    """Refuse a NUL or a lone surrogate, which PostgreSQL's jsonb cannot hold (a surrogate
+    pair is a high half's escape directly followed by a low half's)."""
+    awaiting = -1  # where the escape of a high half ended, while its low half is due
+    for m in _JSON_ESCAPE.finditer(text):
+        code = int(m.group(1), 16) if m.group(1) else -1
+        if code == 0:
+            raise InvalidTask("payload contains a NUL character, which PostgreSQL's jsonb "
+                              "refuses")
+        low, paired = 0xDC00 <= code <= 0xDFFF, awaiting == m.start()
+        if (awaiting >= 0 or low) and not (low and paired):
+            raise InvalidTask(LONE_SURROGATE)
+        awaiting = m.end() if 0xD800 <= code <= 0xDBFF else -1
+    if awaiting >= 0:
+        raise InvalidTask(LONE_SURROGATE)
+
+
+def storable(name: str, text: str) -> str:
+    """Text with neither a NUL nor a lone surrogate, which the database cannot store."""
+    found = _UNSTORABLE.search(text)
+    if found:
+        what = "a NUL character" if found.group() == "\x00" else "a lone surrogate"
+        raise InvalidTask(f"{name} contains {what}, which the database cannot store")
+    return text
+
+
+def error_text(text: str) -> str:
+    """Error text as it is stored with a task: secrets of DSNs masked (see
+    :func:`shardq.redaction.redact`), NULs removed, lone surrogates replaced with U+FFFD, and
+    cut to :data:`MAX_ERROR_CHARS`, keeping its start and its end (where a traceback
+    names the error)."""
+    text = redact(_UNSTORABLE.sub(lambda m: "" if m.group() == "\x00" else "\ufffd", text))
+    if len(text) <= MAX_ERROR_CHARS:
+        return text
+    cut = f"\n[... {len(text) - MAX_ERROR_CHARS} characters cut ...]\n"
+    tail = MAX_ERROR_CHARS - ERROR_HEAD_CHARS - len(cut)
+    return text[:ERROR_HEAD_CHARS] + cut + text[-tail:]
+
+
+def error_texts(errors: Sequence[object] | None, n: int) -> list[str | None] | None:
+    """``nack_many``'s errors (one per task, each a string or None) as they are stored."""
+    if errors is None:
+        return None
+    stored: list[str | None] = []
+    for e in parallel("errors", errors, n):
+        if e is not None and not isinstance(e, str):
+            raise InvalidTask(f"an error must be a string or None, got {type(e).__name__}")
+        stored.append(None if e is None else error_text(e))
+    return stored
+
+
+def tasks(items: object) -> list[Task]:
+    """Claimed tasks, as a list (what every settling call takes)."""
+    if isinstance(items, str | bytes) or not isinstance(items, Iterable):
+        raise InvalidTask(f"expected a sequence of claimed tasks, got {type(items).__name__}")
+    found = list(items)
+    for item in found:
+        if not isinstance(item, Task):
+            raise InvalidTask(f"expected a claimed shardq.Task, got {type(item).__name__}")
+    return found
+
+
+def task_id(value: object) -> UUID:
+    """A task id: a UUID, or its text."""
+    if isinstance(value, UUID):
+        return value
+    if isinstance(value, str):
+        try:
+            return UUID(value)
+        except ValueError:
+            pass
+    raise InvalidTask(f"not a task id: {value!r:.80}")
+
+
+def claim(bucket: int | None, bucket_count: int, limit: int, lease_s: float | None) -> None:
+    """Check a claim's arguments: the bucket, the batch size and the lease."""
+    if bucket is not None and (isinstance(bucket, bool) or not isinstance(bucket, int)
+                               or not 0 <= bucket < bucket_count):
+        raise InvalidTask(f"bucket must be an integer in [0, {bucket_count}), got {bucket!r}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_CLAIM:
+        raise InvalidTask(f"limit must be an integer in [1, {MAX_CLAIM}], got {limit!r}")
+    if seconds("lease_s", lease_s, limit=MAX_LEASE_S) == 0:
+        raise InvalidTask("lease_s must be positive")
 
 
 def seconds(name: str, value: float | None, *, allow_negative: bool = False,
@@ -70,7 +173,7 @@ def aware(name: str, value: datetime | None) -> datetime | None:
 
 
 def priority(value: int) -> int:
-    """Seconds of head start: any integer within a century."""
+    """Seconds of head start: an integer within about 68 years either way (a 32-bit one)."""
     if isinstance(value, bool) or not isinstance(value, int) or abs(value) > MAX_PRIORITY_S:
         raise InvalidTask(f"priority must be an integer number of seconds, got {value!r}")
     return value
@@ -80,8 +183,8 @@ def max_attempts(value: int | None, default: int) -> int:
     """How many claims a task gets; at least one."""
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidTask(f"max_attempts must be a positive integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= INT4_MAX:
+        raise InvalidTask(f"max_attempts must be an integer in [1, {INT4_MAX}], got {value!r}")
     return value
 
 
@@ -98,3 +201,12 @@ def as_list(items: Iterable[Any], what: str) -> list[Any]:
     if isinstance(items, str | bytes):
         raise InvalidTask(f"{what} must be a sequence, not a single {type(items).__name__}")
     return list(items)
+
+
+def parallel(name: str, values: Sequence[T] | None, n: int) -> list[T | None]:
+    """A per-task list of ``n`` values (None when not given)."""
+    if values is None:
+        return [None] * n
+    if isinstance(values, str) or len(values) != n:
+        raise InvalidTask(f"{name} must have one entry per task ({n})")
+    return list(values)

@@ -1,6 +1,13 @@
--- Delete finished tasks, each only if its lease token still matches.
-DELETE FROM shardq.tasks AS t
-USING unnest(%(buckets)s::int2[], %(queues)s::text[], %(exec_times)s::timestamptz[],
-             %(ids)s::uuid[], %(tokens)s::uuid[]) AS a(bucket, queue, exec_time, id, lease_token)
-{locate}
-RETURNING t.id
+-- Delete finished tasks, each only if its lease token still matches, and count them
+-- as completed (throughput_add) in the same statement.
+WITH done AS (
+    DELETE FROM shardq.tasks AS t
+    USING unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS a(id, lease_token)
+    {locate}
+    RETURNING t.id, t.queue
+), n AS (
+    SELECT done.queue, 0::int8 AS enqueued, count(*) AS completed FROM done GROUP BY done.queue
+), counted AS (
+    {throughput_add}
+)
+SELECT done.id FROM done

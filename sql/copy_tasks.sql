@@ -1,5 +1,5 @@
 -- A batch of new tasks in COPY's text format: one block of rows built by the client
--- (shardq.operations.copy_tasks).
+-- (shardq.produce).
 COPY shardq.tasks
     (id, queue, payload, exec_time, priority, pending_head_start_s, max_attempts, enqueued_at)
 FROM STDIN

@@ -1,7 +1,9 @@
--- Insert one task; the database generates its id (and, on PostgreSQL, its bucket).
+-- Insert one task under the id the client made (the database computes its bucket on
+-- PostgreSQL).  A retry after a lost reply finds the id taken and inserts nothing.
 INSERT INTO shardq.tasks
-    (queue, payload, exec_time, priority, pending_head_start_s, max_attempts, enqueued_at)
-SELECT %(queue)s, %(payload)s, p.exec_time, %(priority)s, p.pending_head_start_s,
+    (id, queue, payload, exec_time, priority, pending_head_start_s, max_attempts, enqueued_at)
+SELECT %(id)s::uuid, %(queue)s, %(payload)s, p.exec_time, %(priority)s, p.pending_head_start_s,
        %(max_attempts)s, p.now
 FROM ({source}) AS src CROSS JOIN LATERAL ({placement}) AS p
+ON CONFLICT (id) DO NOTHING
 RETURNING id, {bucket} AS bucket

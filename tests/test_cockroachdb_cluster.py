@@ -8,6 +8,7 @@ tests create their own databases on that cluster and drop them at the end.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import threading
@@ -15,8 +16,8 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -26,6 +27,8 @@ from psycopg import sql
 import shardq
 from shardq import migrate, sqlfiles
 from shardq.db import Layout, normalize_dsn, read_layout
+from shardq.dialect import COCKROACHDB
+from tests.helpers import claim_all, in_threads, scalar, with_dbname
 
 CRDB_DSN = os.environ.get("SHARDQ_TEST_CRDB_DSN", "")
 if not CRDB_DSN:
@@ -47,10 +50,9 @@ BUCKETS = 8
 # names it from the key columns sorted by name (see test_cockroachdb_offline.py).
 SHARD = f"crdb_internal_exec_time_id_queue_status_shard_{BUCKETS}"
 
-
-def with_dbname(url: str, dbname: str) -> str:
-    """``url`` naming database ``dbname`` instead (the query string is kept)."""
-    return urlunsplit(urlsplit(url)._replace(path="/" + dbname))
+# The newest revision: the migrations directory's highest number.
+HEAD = max(p.name[:4] for p in
+           (Path(__file__).resolve().parent.parent / "migrations" / "versions").glob("0*.py"))
 
 
 def connect(url: str) -> psycopg.Connection[Any]:
@@ -62,26 +64,10 @@ def upgrade(url: str) -> None:
         migrate.upgrade(url, bucket_count=BUCKETS, output=sink)
 
 
-def scalar(conn: psycopg.Connection[Any], query: Any, params: Any = None) -> Any:
-    row = conn.execute(query, params).fetchone()
-    assert row is not None
-    return row[0]
-
-
 def shard_of(conn: psycopg.Connection[Any], task_id: uuid.UUID) -> int:
     """The bucket (shard column value) the row of ``task_id`` is in now."""
     query = sql.SQL("SELECT {} FROM shardq.tasks WHERE id = %s").format(sql.Identifier(SHARD))
     return int(scalar(conn, query, (task_id,)))
-
-
-def claim_all(client: shardq.Client, queue: str, n: int, **kwargs: Any) -> list[shardq.Task]:
-    """Claim until ``n`` tasks are held (a claim takes from one bucket at a time)."""
-    tasks: list[shardq.Task] = []
-    for _ in range(client.bucket_count * 4):
-        tasks += client.claim(queue, limit=n - len(tasks), **kwargs)
-        if len(tasks) >= n:
-            break
-    return tasks
 
 
 # -- databases ----------------------------------------------------------------------------------
@@ -147,13 +133,13 @@ def conn(url: str) -> Iterator[psycopg.Connection[Any]]:
 
 
 def test_layout_finds_the_shard_column(client: shardq.Client) -> None:
-    assert client.db.layout == Layout("cockroachdb", SHARD, BUCKETS)
-    assert client.dialect == "cockroachdb"
+    assert client.db.layout == Layout(COCKROACHDB, SHARD, BUCKETS)
+    assert client.dialect is COCKROACHDB
     assert client.bucket_count == BUCKETS
 
 
 def test_schema_at_head(conn: psycopg.Connection[Any]) -> None:
-    assert conn.execute("SELECT version_num FROM shardq_alembic_version").fetchall() == [("0005",)]
+    assert conn.execute("SELECT version_num FROM shardq_alembic_version").fetchall() == [(HEAD,)]
     columns = conn.execute(
         "SELECT column_name, generation_expression FROM information_schema.columns "
         "WHERE table_schema = 'shardq' AND table_name = 'tasks' "
@@ -174,7 +160,8 @@ def test_schema_at_head(conn: psycopg.Connection[Any]) -> None:
         ("tasks_pkey", SHARD),
     ]
     zone = conn.execute("SHOW ZONE CONFIGURATION FROM TABLE shardq.tasks").fetchone()
-    assert zone is not None and re.search(r"gc\.ttlseconds = 600\b", str(zone[1])), zone
+    assert zone is not None
+    assert re.search(r"gc\.ttlseconds = 600\b", str(zone[1])), zone
 
 
 def test_every_revision_reruns_over_an_existing_schema(new_database: Callable[[], str]) -> None:
@@ -185,8 +172,8 @@ def test_every_revision_reruns_over_an_existing_schema(new_database: Callable[[]
         command.stamp(migrate.alembic_config(url, bucket_count=BUCKETS, output=sink), "base")
     upgrade(url)
     with connect(url) as conn:
-        assert scalar(conn, "SELECT version_num FROM shardq_alembic_version") == "0005"
-        assert read_layout(conn) == Layout("cockroachdb", SHARD, BUCKETS)
+        assert scalar(conn, "SELECT version_num FROM shardq_alembic_version") == HEAD
+        assert read_layout(conn) == Layout(COCKROACHDB, SHARD, BUCKETS)
 
 
 def test_downgrade_to_base_and_up_again(new_database: Callable[[], str]) -> None:
@@ -198,7 +185,7 @@ def test_downgrade_to_base_and_up_again(new_database: Callable[[], str]) -> None
     assert_schema_gone(url)
     upgrade(url)
     with connect(url) as conn:
-        assert read_layout(conn) == Layout("cockroachdb", SHARD, BUCKETS)
+        assert read_layout(conn) == Layout(COCKROACHDB, SHARD, BUCKETS)
         assert scalar(conn, "SELECT count(*) FROM shardq.tasks") == 0
 
 
@@ -211,14 +198,18 @@ def test_enqueue_get_claim_ack(client: shardq.Client, conn: psycopg.Connection[A
     assert info is not None
     assert (info.queue, info.state) == ("emails", "available")
     assert info.payload == {"to": "a@example.com"}
-    assert info.attempts == 0 and info.max_attempts == 10
+    assert info.attempts == 0
+    assert info.max_attempts == 10
     assert info.bucket == shard_of(conn, task_id)
 
-    (task,) = claim_all(client, "emails", 1)
-    assert task.id == task_id and task.attempts == 1
+    (task,) = claim_all(client, "emails")
+    assert task.id == task_id
+    assert task.attempts == 1
     assert task.bucket == shard_of(conn, task_id)  # the row's bucket after the claim
     info = client.get(task_id)
-    assert info is not None and info.state == "locked" and info.lease_token == task.lease_token
+    assert info is not None
+    assert info.state == "locked"
+    assert info.lease_token == task.lease_token
 
     client.ack(task)
     assert client.get(task_id) is None
@@ -236,9 +227,11 @@ def test_enqueue_many_and_stats(client: shardq.Client) -> None:
     assert counts == (200, 1, 0, 0)
     assert stats["oldest_eligible_age_s"] >= 7
     info = client.get(ids[0])
-    assert info is not None and info.payload == {"n": 0} and info.priority == 7
+    assert info is not None
+    assert info.payload == {"n": 0}
+    assert info.priority == 7
 
-    tasks = claim_all(client, "bulk", 200)
+    tasks = claim_all(client, "bulk")
     assert sorted(t.id for t in tasks) == sorted(ids)
     assert all(t.max_attempts == 3 and t.priority == 7 for t in tasks)
     assert client.stats("bulk")["locked"] == 200
@@ -251,18 +244,22 @@ def test_enqueue_many_and_stats(client: shardq.Client) -> None:
 
 def test_nack_puts_a_task_back_then_kills_it(client: shardq.Client) -> None:
     task_id = client.enqueue("nack", {"a": 1}, max_attempts=2)
-    (task,) = claim_all(client, "nack", 1)
+    (task,) = claim_all(client, "nack")
     client.nack(task, "boom", retry_in_s=0)
     info = client.get(task_id)
     assert info is not None
     assert (info.state, info.last_error, info.attempts) == ("available", "boom", 1)
-    assert info.lease_token is None and info.times_requeued == 1
+    assert info.lease_token is None
+    assert info.times_requeued == 1
 
-    (task,) = claim_all(client, "nack", 1)
-    assert task.attempts == 2 and task.is_last_attempt
+    (task,) = claim_all(client, "nack")
+    assert task.attempts == 2
+    assert task.is_last_attempt
     client.nack(task, "boom again")
     info = client.get(task_id)
-    assert info is not None and info.state == "dead" and info.last_error == "boom again"
+    assert info is not None
+    assert info.state == "dead"
+    assert info.last_error == "boom again"
     assert client.stats("nack")["dead"] == 1
 
 
@@ -272,7 +269,7 @@ def test_extend_keeps_the_tasks_addressable(
     # exec_time is part of the hashed key, so a longer lease moves the row to another
     # bucket (7 times in 8): the Task must follow it, or the ack finds nothing.
     ids = client.enqueue_many("extend", [{"i": i} for i in range(8)])
-    tasks = claim_all(client, "extend", 8, lease_s=30)
+    tasks = claim_all(client, "extend", lease_s=30)
     assert len(tasks) == 8
     before = {t.id: t.exec_time for t in tasks}
     client.extend_many(tasks, 3600)
@@ -285,7 +282,7 @@ def test_extend_keeps_the_tasks_addressable(
 
 def test_release_gives_a_task_back_without_penalty(client: shardq.Client) -> None:
     task_id = client.enqueue("release", {})
-    (task,) = claim_all(client, "release", 1)
+    (task,) = claim_all(client, "release")
     client.release(task)
     info = client.get(task_id)
     assert info is not None
@@ -293,8 +290,9 @@ def test_release_gives_a_task_back_without_penalty(client: shardq.Client) -> Non
     assert info.lease_token is None
     with pytest.raises(shardq.LeaseLost):
         client.ack(task)
-    (again,) = claim_all(client, "release", 1)
-    assert again.id == task_id and again.attempts == 1
+    (again,) = claim_all(client, "release")
+    assert again.id == task_id
+    assert again.attempts == 1
     client.ack(again)
 
 
@@ -305,7 +303,7 @@ def test_janitor_rescues_expired_leases_and_applies_head_starts(
     clock = shardq.ManualClock(datetime.now(UTC))
     with shardq.Client(url, clock=clock) as timed:
         leased = timed.enqueue("janitor", {"a": 1})
-        (task,) = claim_all(timed, "janitor", 1, lease_s=30)
+        (task,) = claim_all(timed, "janitor", lease_s=30)
         scheduled = timed.enqueue("janitor", {"b": 1}, delay_s=60, priority=600)
         assert timed.run_janitor_once().total == 0  # nothing expired or due yet
 
@@ -314,12 +312,16 @@ def test_janitor_rescues_expired_leases_and_applies_head_starts(
         assert (report.rescued, report.dead, report.promoted) == (1, 0, 1)
 
         info = timed.get(leased)
-        assert info is not None and info.status == "available" and info.lease_token is None
-        assert info.last_error is not None and info.last_error.startswith("lease expired")
+        assert info is not None
+        assert info.status == "available"
+        assert info.lease_token is None
+        assert info.last_error is not None
+        assert info.last_error.startswith("lease expired")
         with pytest.raises(shardq.LeaseLost):
             timed.ack(task)
         info = timed.get(scheduled)
-        assert info is not None and info.pending_head_start_s == 0
+        assert info is not None
+        assert info.pending_head_start_s == 0
         # Due at enqueue + 60 s, it now stands 600 s ahead of that.
         assert info.exec_time == info.enqueued_at + timedelta(seconds=60 - 600)
         assert timed.run_janitor_once().total == 0
@@ -329,30 +331,22 @@ def test_concurrent_claims_never_hand_out_a_task_twice(url: str, client: shardq.
     n = 400
     ids = set(client.enqueue_many("race", [{"i": i} for i in range(n)]))
     held: list[list[shardq.Task]] = [[] for _ in range(4)]
-    errors: list[BaseException] = []
     count = [0]
     lock = threading.Lock()
     deadline = time.monotonic() + 120
 
     def worker(k: int) -> None:
-        try:
-            with shardq.Client(url, pool_max_size=2) as own:
-                while time.monotonic() < deadline:
-                    with lock:
-                        if count[0] >= n:
-                            return
-                    got = own.claim("race", limit=7, lease_s=600)
-                    held[k] += got
-                    with lock:
-                        count[0] += len(got)
-        except BaseException as exc:
-            errors.append(exc)
+        with shardq.Client(url, pool_max_size=2) as own:
+            while time.monotonic() < deadline:
+                with lock:
+                    if count[0] >= n:
+                        return
+                got = own.claim("race", limit=7, lease_s=600)
+                held[k] += got
+                with lock:
+                    count[0] += len(got)
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = in_threads(*(functools.partial(worker, k) for k in range(4)))
     assert not errors, errors
     claimed = [t.id for tasks in held for t in tasks]
     assert len(claimed) == len(set(claimed)), "a task was handed out twice"
@@ -382,7 +376,8 @@ def test_claim_reads_one_span_of_one_bucket(url: str, client: shardq.Client, bin
     client.enqueue_many("plan", [{"i": i} for i in range(64)])
     bucket = 3
     query = sqlfiles.query("claim", "cockroachdb", client.db.layout.bucket_column, 10)
-    params = client._params(queue="plan", bucket=bucket, lease_s=30.0)
+    params = client.statements.params(queue="plan", bucket=bucket, lease_s=30.0,
+                                      token=uuid.uuid4())
     # "client": the values inlined as literals; "server": sent as typed parameters, the way
     # the Client sends them (the bucket as an int2 against the INT8 shard column).
     factory = psycopg.ClientCursor if binding == "client" else psycopg.Cursor
@@ -393,7 +388,8 @@ def test_claim_reads_one_span_of_one_bucket(url: str, client: shardq.Client, bin
             pytest.skip(f"this CockroachDB cannot EXPLAIN a statement with parameters: {exc}")
     plan = "\n".join(str(r[0]) for r in rows)
 
-    assert "FULL SCAN" not in plan and "LIMITED SCAN" not in plan, plan
+    assert "FULL SCAN" not in plan, plan
+    assert "LIMITED SCAN" not in plan, plan
     scans = [n for n in plan_nodes(plan) if n["node"] == "scan"]
     assert scans, plan
     assert all(n.get("table", "").startswith("tasks@") for n in scans), plan

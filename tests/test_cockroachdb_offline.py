@@ -20,12 +20,15 @@ import pytest
 from alembic import command
 from psycopg import sql
 
-from shardq import db, migrate, sqlfiles
+from shardq import db, dialect, migrate, sqlfiles
 from shardq.errors import SchemaNotReady
 from shardq.task import Task
 
 BUCKET_COUNTS = (16, 32)
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+VERSIONS = sorted(p.name[:4] for p in (SQL_DIR.parent / "migrations" / "versions").glob("0*.py"))
+# Every step of the chain, as the rendered script's comments name them: "->0001", "0001->0002"…
+STEPS = [f"{a}->{b}" for a, b in zip(["", *VERSIONS], VERSIONS, strict=False)]
 # Only for psycopg releases that cannot render a Composed without a connection.
 LOCAL_POSTGRESQL = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -53,6 +56,7 @@ SHARD_16 = shard_column(16)
 CRDB_QUERIES = (
     "ack_many",
     "claim",
+    "claim_recover",
     "enqueue",
     "enqueue_many",
     "enqueue_rows",
@@ -68,12 +72,31 @@ CRDB_QUERIES = (
     "placement_one",
     "requeue_many",
     "schema_info",
+    "settled_check",
     "stats",
+    "periodic_due",
+    "periodic_fire",
+    "periodic_list",
+    "periodic_register",
+    "periodic_remove",
+    "periodic_run",
+    "queue_pause",
+    "queue_resume",
+    "queue_states",
+    "queue_purge",
+    "task_cancel",
+    "throughput_count",
+    "throughput_prune",
+    "stats_rates",
+    "stats_sample",
+    "queue_names",
 )
 # Pieces spliced into other queries: the backoff expression, the placement rule and its
 # row sources, and the coalescing insert.
 FRAGMENTS = ("backoff", "placement", "placement_params", "rows_unnest", "insert_rows", "locate",
-             "insert_one")
+             "insert_one", "claim_where", "claim_set", "claim_returning", "rescue_where",
+             "rescue_set", "promote_where", "promote_set", "claim_columns", "suspect",
+             "rescue_dies", "rescue_error", "throughput_add")
 # Binary COPY (CockroachDB batches go through enqueue_many) and NOTIFY; keyed tasks'
 # requeue statements, which modify the table twice in one statement, live in
 # sql/postgresql/ only.
@@ -249,7 +272,8 @@ def test_crdb_table_has_a_hash_sharded_primary_key(crdb_script: str, buckets: in
     # CockroachDB keeps the hidden shard column itself: no bucket column of shardq's own.
     assert "GENERATED ALWAYS" not in create
     assert not re.search(r"\bbucket\s+smallint\b", create)
-    assert "fillfactor" not in create and "autovacuum" not in create
+    assert "fillfactor" not in create
+    assert "autovacuum" not in create
     assert re.search(r"\bid uuid NOT NULL DEFAULT gen_random_uuid\(\)", create)
 
 
@@ -266,9 +290,10 @@ def test_crdb_partial_indexes_lead_with_the_shard_column(crdb_script: str, bucke
         "tasks_leases": (expected, "status = 'locked'"),
         "tasks_head_starts": (expected, "pending_head_start_s > 0"),
     }
-    # The name is what shardq.db reads the bucket count back from.
-    match = db._COUNT_IN_SHARD.search(expected)
-    assert match and int(match.group(1)) == buckets
+    # The name is what shardq.dialect reads the bucket count back from.
+    match = dialect.COUNT_IN_SHARD.search(expected)
+    assert match
+    assert int(match.group(1)) == buckets
 
 
 def test_crdb_gc_ttl_is_shortened(crdb_script: str) -> None:
@@ -284,8 +309,9 @@ def test_crdb_gc_ttl_is_shortened(crdb_script: str) -> None:
 
 def test_crdb_each_revision_is_one_ddl_statement_in_its_own_transaction(crdb_script: str) -> None:
     steps = revisions(crdb_script)
-    assert list(steps) == ["->0001", "0001->0002", "0002->0003", "0003->0004", "0004->0005",
-                           "0005->0006", "0006->0007", "0007->0008", "0008->0009"]
+    assert list(steps) == STEPS
+    assert STEPS[:9] == ["->0001", "0001->0002", "0002->0003", "0003->0004", "0004->0005",
+                         "0005->0006", "0006->0007", "0007->0008", "0008->0009"]
     for step, ddl in steps.items():
         expected = 0 if step in POSTGRESQL_ONLY_REVISIONS else 1
         assert len(ddl) == expected, f"revision {step} has {len(ddl)} DDL statements: {ddl}"
@@ -313,13 +339,14 @@ def test_postgresql_render_has_the_generated_bucket_column(n: int) -> None:
     script = render_upgrade("postgresql", n)
     create = flat(script)
     assert re.search(
-        r"bucket smallint GENERATED ALWAYS AS \( mod\(get_byte\(uuid_send\(id\), 14\) \* 256 "
-        rf"\+ get_byte\(uuid_send\(id\), 15\), {n}\) \) STORED",
+        r"bucket smallint GENERATED ALWAYS AS \(\s*" + re.escape(dialect.bucket_sql("id", n))
+        + r"\s*\) STORED",
         create,
     )
     assert "PRIMARY KEY (bucket, queue, status, exec_time, id)" in create
     assert re.search(r"\bfillfactor = 90\b", create)
-    assert "USING HASH" not in script and "crdb_internal" not in script
+    assert "USING HASH" not in script
+    assert "crdb_internal" not in script
     assert "CONFIGURE ZONE" not in script
     assert {k: v[0] for k, v in partial_indexes(script).items()} == {
         "tasks_leases": "bucket",
@@ -330,7 +357,7 @@ def test_postgresql_render_has_the_generated_bucket_column(n: int) -> None:
 def test_postgresql_render_has_one_transaction_per_revision() -> None:
     script = render_upgrade("postgresql", 16)
     txs = transactions(script)
-    assert len(txs) == len(revisions(script)) == 9
+    assert len(txs) == len(revisions(script)) == len(VERSIONS)
     for tx in txs:
         assert len([s for s in tx if is_ddl(s)]) <= 1, f"one transaction, several DDL: {tx}"
     # 0005 only configures CockroachDB: on PostgreSQL it just moves the version.
@@ -371,7 +398,8 @@ def test_crdb_claim_is_one_update_over_one_bucket_range() -> None:
     sub = subquery(code)
     assert sub.startswith("SELECT ")
     assert f'WHERE "{SHARD_16}" = %(bucket)s' in sub
-    assert "queue = %(queue)s" in sub and "status = 'available'" in sub
+    assert "queue = %(queue)s" in sub
+    assert "status = 'available'" in sub
     assert re.search(r"\bORDER BY exec_time\b", sub)
     assert re.search(rf"\bLIMIT {CLAIM_LIMIT}\b", sub)
     assert sub.endswith("FOR UPDATE SKIP LOCKED")
@@ -383,7 +411,7 @@ def test_crdb_claim_is_one_update_over_one_bucket_range() -> None:
 
 
 def test_crdb_claim_returns_the_task_fields_in_order() -> None:
-    """Claimed rows become Tasks positionally (shardq.client.TASK_ROW)."""
+    """Claimed rows become Tasks positionally (shardq.claims.TASK_ROW)."""
     returning = flat(strip_comments(compose("claim"))).partition("RETURNING ")[2]
     names = [re.sub(r"^.* AS |^t\.", "", item.strip()) for item in returning.split(",")]
     assert names == [f.name for f in dataclasses.fields(Task)]
@@ -417,6 +445,15 @@ def pglast() -> Any:
 AS_EXPRESSION = sql.SQL("SELECT {} FROM shardq.tasks AS t")
 AS_WHERE_CLAUSE = sql.SQL("SELECT 1 FROM shardq.tasks AS t, shardq.tasks AS a {}")
 AS_SUBQUERY = sql.SQL("SELECT * FROM ({}) AS fragment")
+AS_CONDITION = sql.SQL("SELECT 1 FROM shardq.tasks WHERE {}")
+AS_SET_LIST = sql.SQL("UPDATE shardq.tasks AS t SET {} FROM (SELECT now() AS now) AS clock")
+AS_RETURNING = sql.SQL("DELETE FROM shardq.tasks AS t {}")
+# The shared parts of the claim, rescue and promote statements, and how each is parsed.
+CLAUSES = {"claim_where": AS_CONDITION, "rescue_where": AS_CONDITION,
+           "promote_where": AS_CONDITION, "claim_set": AS_SET_LIST, "rescue_set": AS_SET_LIST,
+           "promote_set": AS_SET_LIST, "claim_returning": AS_RETURNING,
+           "claim_columns": AS_EXPRESSION, "suspect": AS_CONDITION,
+           "rescue_dies": AS_CONDITION, "rescue_error": AS_EXPRESSION}
 
 
 @pytest.mark.parametrize("name", COMPOSED)
@@ -427,9 +464,11 @@ def test_crdb_query_parses_as_one_statement(pglast: Any, name: str) -> None:
         wrapper = AS_EXPRESSION
     elif name == "locate":  # a WHERE clause over tasks `t` and claimed tasks `a`
         wrapper = AS_WHERE_CLAUSE
+    elif name in CLAUSES:
+        wrapper = CLAUSES[name]
     elif name == "janitor_purge_dead":  # DELETE ... LIMIT is CockroachDB's, not PostgreSQL's
         text = re.sub(r"\bLIMIT \d+\b", "", text)
-    elif name in FRAGMENTS and name not in ("insert_rows", "insert_one"):  # a subquery
+    elif name in FRAGMENTS and name not in ("insert_rows", "insert_one", "throughput_add"):
         wrapper = AS_SUBQUERY
     if wrapper is not None:
         text = as_text(wrapper.format(sql.SQL(text)))
@@ -444,31 +483,82 @@ def test_crdb_claim_parse_tree(pglast: Any) -> None:
     (raw,) = pglast.parse_sql(text)
     update = raw.stmt
     assert isinstance(update, ast.UpdateStmt)
-    assert update.relation.schemaname == "shardq" and update.relation.relname == "tasks"
-    (source,) = update.fromClause
-    assert isinstance(source, ast.RangeSubselect) and source.alias.aliasname == "c"
+    assert isinstance(update.relation, ast.RangeVar)
+    assert update.relation.schemaname == "shardq"
+    assert update.relation.relname == "tasks"
+    assert update.fromClause is not None
+    source, clock = update.fromClause
+    assert isinstance(source, ast.RangeSubselect)
+    assert isinstance(source.alias, ast.Alias)
+    assert source.alias.aliasname == "c"
+    assert isinstance(clock, ast.RangeSubselect)
+    assert isinstance(clock.alias, ast.Alias)
+    assert clock.alias.aliasname == "clock"
     select = source.subquery
     assert isinstance(select, ast.SelectStmt)
+    assert select.lockingClause is not None
     (locking,) = select.lockingClause
     assert locking.strength == enums.LockClauseStrength.LCS_FORUPDATE
     assert locking.waitPolicy == enums.LockWaitPolicy.LockWaitSkip
+    assert isinstance(select.limitCount, ast.A_Const)
+    assert isinstance(select.limitCount.val, ast.Integer)
     assert select.limitCount.val.ival == CLAIM_LIMIT
+    assert select.sortClause is not None
     (order,) = select.sortClause
+    assert isinstance(order.node, ast.ColumnRef)
+    assert order.node.fields is not None
     assert [f.sval for f in order.node.fields] == ["exec_time"]
+    assert select.fromClause is not None
     (table,) = select.fromClause
+    assert isinstance(table, ast.RangeVar)
     assert (table.schemaname, table.relname) == ("shardq", "tasks")
+    assert isinstance(select.whereClause, ast.BoolExpr)
     conjuncts = select.whereClause.args
+    assert conjuncts is not None
     shard_filters = [
         c
         for c in conjuncts
         if isinstance(c, ast.A_Expr)
-        and c.name[0].sval == "="
+        and [n.sval for n in c.name or ()] == ["="]
         and isinstance(c.lexpr, ast.ColumnRef)
-        and [f.sval for f in c.lexpr.fields] == [SHARD_16]
+        and [f.sval for f in c.lexpr.fields or ()] == [SHARD_16]
     ]
     (shard_filter,) = shard_filters
     assert isinstance(shard_filter.rexpr, ast.ParamRef)
     assert shard_filter.rexpr.number == params["bucket"]
+
+
+def test_crdb_periodic_table(crdb_script: str, buckets: int) -> None:
+    (create,) = [s for s in statements(crdb_script)
+                 if s.startswith("CREATE TABLE IF NOT EXISTS shardq.periodic ")]
+    assert "name text NOT NULL PRIMARY KEY" in create
+    assert revisions(crdb_script)["0010->0011"] == [create]
+    assert "DROP TABLE IF EXISTS shardq.periodic" in render_downgrade("cockroachdb", buckets)
+
+
+def test_crdb_periodic_fire_is_one_statement_writing_each_table_once(pglast: Any) -> None:
+    """The compare-and-set of the slot and the enqueue are one statement, so one
+    transaction; it writes shardq.tasks once, which CockroachDB allows."""
+    from pglast import ast
+
+    text, params = for_postgresql_parser(compose("periodic_fire"))
+    (raw,) = pglast.parse_sql(text)
+    insert = raw.stmt
+    assert isinstance(insert, ast.InsertStmt)
+    assert isinstance(insert.relation, ast.RangeVar)
+    assert (insert.relation.schemaname, insert.relation.relname) == ("shardq", "tasks")
+    assert insert.withClause is not None
+    assert insert.withClause.ctes is not None
+    (cte,) = insert.withClause.ctes
+    update = cte.ctequery
+    assert isinstance(update, ast.UpdateStmt)
+    assert isinstance(update.relation, ast.RangeVar)
+    assert (update.relation.schemaname, update.relation.relname) == ("shardq", "periodic")
+    code = flat(strip_comments(compose("periodic_fire")))
+    assert "AND last_slot IS NOT DISTINCT FROM %(last_slot)s::timestamptz" in code
+    assert "since = %(since)s::timestamptz" in code
+    assert len(re.findall(r"\b(INSERT INTO|UPDATE|DELETE FROM) shardq\.tasks\b", code)) == 1
+    assert {"name", "slot", "since", "last_slot", "run", "now"} <= set(params)
 
 
 # -- discovering the layout at run time ------------------------------------------------------
@@ -476,16 +566,17 @@ def test_crdb_claim_parse_tree(pglast: Any) -> None:
 
 def test_layout_on_postgresql(dsn: str) -> None:
     with psycopg.connect(dsn) as conn:
-        assert db.read_layout(conn) == db.Layout("postgresql", "bucket", 16)
+        assert db.read_layout(conn) == db.Layout(dialect.POSTGRESQL, "bucket", 16)
 
 
 @pytest.mark.parametrize("n", BUCKET_COUNTS)
 def test_shard_column_name_gives_the_bucket_count(n: int) -> None:
     name = shard_column(n)
-    match = db._COUNT_IN_SHARD.search(name)
-    assert match and int(match.group(1)) == n
-    assert db._COUNT_IN_SHARD.search(name + "_old") is None
-    assert db._COUNT_IN_SHARD.search("bucket") is None
+    match = dialect.COUNT_IN_SHARD.search(name)
+    assert match
+    assert int(match.group(1)) == n
+    assert dialect.COUNT_IN_SHARD.search(name + "_old") is None
+    assert dialect.COUNT_IN_SHARD.search("bucket") is None
 
 
 def test_schema_info_pattern_matches_shard_columns(dsn: str) -> None:
@@ -538,7 +629,7 @@ class FakeCockroach:
 def test_layout_on_cockroachdb(n: int) -> None:
     conn = FakeCockroach(shard_column(n))
     layout = db.read_layout(conn)  # type: ignore[arg-type]
-    assert layout == db.Layout("cockroachdb", shard_column(n), n)
+    assert layout == db.Layout(dialect.COCKROACHDB, shard_column(n), n)
     assert conn.seen[1] == (sqlfiles.text("schema_info", "cockroachdb"), {})
 
 
@@ -556,7 +647,9 @@ def test_layout_on_cockroachdb_without_the_table() -> None:
 def test_cockroachdb_dsn_is_spoken_as_postgresql() -> None:
     dsn = "cockroachdb://root@127.0.0.1:26257/shardq?sslmode=disable"
     assert db.normalize_dsn(dsn) == "postgresql://root@127.0.0.1:26257/shardq?sslmode=disable"
-    assert migrate._crdb("postgresql://root@h:26257/db") == "cockroachdb://root@h:26257/db"
+    # Alembic, on the other hand, needs the cockroachdb:// scheme to pick its dialect.
+    config = migrate.alembic_config("postgresql://root@h:26257/db", dialect="cockroachdb")
+    assert config.attributes["dsn"] == "cockroachdb://root@h:26257/db"
 
 
 def test_no_placeholder_in_a_comment() -> None:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-from datetime import UTC, datetime
+from collections import Counter
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -12,16 +11,10 @@ import pytest
 
 import shardq
 from shardq import Client, JanitorReport, ManualClock
+from tests.helpers import TickingClock, bucket_of, claim_all, in_threads, query, wait_for
 
-
-@pytest.fixture
-def timed(clocked: Callable[..., Client]) -> Client:
-    return clocked(backoff_base_s=2, backoff_cap_s=100, backoff_jitter=0.25)
-
-
-def claim_everything(client: Client, queue: str = "q", lease_s: float = 10) -> list[shardq.Task]:
-    return [t for b in range(client.bucket_count)
-            for t in client.claim_bucket(queue, b, limit=1000, lease_s=lease_s)]
+pytestmark = pytest.mark.client_settings(backoff_base_s=2, backoff_cap_s=100,
+                                         backoff_jitter=0.25)
 
 
 def delays(conn: psycopg.Connection[Any], since: datetime) -> list[float]:
@@ -35,7 +28,7 @@ def test_nothing_to_do(timed: Client) -> None:
 
 def test_live_leases_are_left_alone(timed: Client, clock: ManualClock) -> None:
     timed.enqueue_many("q", [{}] * 50)
-    assert len(claim_everything(timed, lease_s=10)) == 50
+    assert len(claim_all(timed, "q", lease_s=10)) == 50
     clock.advance(9.999)
     assert timed.run_janitor_once() == JanitorReport()
     assert timed.stats("q")["locked"] == 50
@@ -44,29 +37,37 @@ def test_live_leases_are_left_alone(timed: Client, clock: ManualClock) -> None:
 def test_expired_leases_come_back_with_backoff(timed: Client, clock: ManualClock,
                                                connect: psycopg.Connection[Any]) -> None:
     timed.enqueue_many("q", [{}] * 200)
-    claim_everything(timed, lease_s=10)
+    claim_all(timed, "q", lease_s=10)
     clock.advance(10)
     report = timed.run_janitor_once()
     assert report == JanitorReport(rescued=200)
     # attempts = 1: base 2 s x 2^1 = 4 s, cut by at most 25 % jitter
     got = delays(connect, clock.now())
-    assert len(got) == 200 and all(3.0 - 1e-6 <= d <= 4.0 + 1e-6 for d in got)
+    assert len(got) == 200
+    assert all(3.0 - 1e-6 <= d <= 4.0 + 1e-6 for d in got)
     assert len({round(d, 6) for d in got}) > 1  # jittered
     rows = connect.execute(
         "SELECT DISTINCT last_error, times_requeued, lease_token IS NULL FROM shardq.tasks"
     ).fetchall()
-    assert rows == [("lease expired: the worker stopped or overran its lease", 1, True)]
-    assert claim_everything(timed) == []  # backing off
+    assert rows == [("lease expired: the worker holding it died, stalled or overran its lease; "
+                     "it runs alone next time", 1, True)]
+    assert claim_all(timed, "q", lease_s=10) == []  # backing off
     clock.advance(4)
-    tasks = claim_everything(timed)
-    assert len(tasks) == 200 and {t.attempts for t in tasks} == {2}
+    tasks = claim_all(timed, "q", lease_s=10)
+    assert len(tasks) == 200
+    # A first expiry gives the attempt back (the task may never have reached a
+    # handler) and leaves the task suspect.
+    assert {t.attempts for t in tasks} == {1}
+    assert {t.suspect for t in tasks} == {True}
 
 
 def test_backoff_grows_and_is_capped(timed: Client, clock: ManualClock,
                                      connect: psycopg.Connection[Any]) -> None:
     timed.enqueue("q", {}, max_attempts=20)
-    for attempts in range(1, 9):
-        [task] = claim_everything(timed, lease_s=1)
+    for rescues in range(1, 9):
+        [task] = claim_all(timed, "q", lease_s=1)
+        # The first expiry gave its attempt back; every later one counted.
+        attempts = max(1, rescues - 1)
         assert task.attempts == attempts
         clock.advance(1)
         assert timed.run_janitor_once().rescued == 1
@@ -76,11 +77,17 @@ def test_backoff_grows_and_is_capped(timed: Client, clock: ManualClock,
         clock.advance(delay)
 
 
-def test_last_attempt_goes_dead(timed: Client, clock: ManualClock,
-                                connect: psycopg.Connection[Any]) -> None:
+def test_a_suspect_on_its_last_attempt_goes_dead(timed: Client, clock: ManualClock,
+                                                 connect: psycopg.Connection[Any]) -> None:
+    """A first expiry never kills (the attempt is given back); a suspect's second expiry
+    on its last attempt does."""
     timed.enqueue("q", {"poison": True}, max_attempts=1)
     timed.enqueue("q", {"poison": False}, max_attempts=2)
-    claim_everything(timed)
+    claim_all(timed, "q", lease_s=10)
+    clock.advance(10)
+    assert timed.run_janitor_once() == JanitorReport(rescued=2)
+    clock.advance(3600)
+    assert len(claim_all(timed, "q", lease_s=10)) == 2
     clock.advance(10)
     assert timed.run_janitor_once() == JanitorReport(rescued=1, dead=1)
     dead = connect.execute(
@@ -89,35 +96,39 @@ def test_last_attempt_goes_dead(timed: Client, clock: ManualClock,
     assert timed.stats("q")["dead"] == 1
 
 
-def test_janitor_works_in_bounded_batches(dsn: str, client: Client, clock: ManualClock) -> None:
-    with shardq.Client(dsn, clock=clock, janitor_batch=7) as small:
-        small.enqueue_many("q", [{}] * 300)
-        claim_everything(small)
-        clock.advance(60)
+def test_janitor_works_in_bounded_batches(dsn: str, client: Client, clock: ManualClock,
+                                          connect: psycopg.Connection[Any]) -> None:
+    # Each statement reads the ticking clock once and stamps its rows with that time, so
+    # the rows sharing a last_requeued_at are one statement's batch.
+    ticking = TickingClock(clock.now())
+    with shardq.Client(dsn, clock=ticking, janitor_batch=7) as small:
+        ids = small.enqueue_many("q", [{}] * 300)
+        assert len(claim_all(small, "q", lease_s=10)) == 300
+        ticking.advance(60)
         assert small.run_janitor_once().rescued == 300
+    batches = query(connect, "SELECT bucket, count(*) FROM shardq.tasks "
+                             "GROUP BY bucket, last_requeued_at")
+    per_bucket = Counter(bucket_of(i) for i in ids)
+    for bucket, size in per_bucket.items():
+        # Full batches of 7 until the bucket's last, short one.
+        full, rest = divmod(size, 7)
+        expected = [7] * full + ([rest] if rest else [])
+        assert sorted((n for b, n in batches if b == bucket), reverse=True) == expected
+    assert sum(n for _, n in batches) == 300
 
 
 def test_concurrent_janitors_rescue_each_task_once(dsn: str, timed: Client, clock: ManualClock,
                                                    connect: psycopg.Connection[Any]) -> None:
     timed.enqueue_many("q", [{}] * 3000)
-    claim_everything(timed)
+    claim_all(timed, "q", lease_s=10)
     clock.advance(60)
     reports: list[JanitorReport] = []
-    errors: list[BaseException] = []
 
     def one() -> None:
-        try:
-            with shardq.Client(dsn, clock=clock, janitor_batch=50) as c:
-                reports.append(c.run_janitor_once())
-        except BaseException as exc:
-            errors.append(exc)
+        with shardq.Client(dsn, clock=clock, janitor_batch=50) as c:
+            reports.append(c.run_janitor_once())
 
-    threads = [threading.Thread(target=one) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert in_threads(*[one] * 4) == []
     assert sum(r.rescued for r in reports) == 3000
     assert connect.execute(
         "SELECT count(*) FROM shardq.tasks WHERE times_requeued = 1 AND status = 'available'"
@@ -126,14 +137,13 @@ def test_concurrent_janitors_rescue_each_task_once(dsn: str, timed: Client, cloc
 
 def test_janitor_loop_starts_and_stops_idempotently(timed: Client, clock: ManualClock) -> None:
     timed.enqueue("q", {})
-    claim_everything(timed)
+    claim_all(timed, "q", lease_s=10)
     clock.advance(60)
     janitor = shardq.Janitor(timed, interval_s=0.01)
     janitor.start()
     janitor.start()
-    deadline = datetime.now(UTC).timestamp() + 10
-    while timed.stats("q")["locked"] and datetime.now(UTC).timestamp() < deadline:
-        threading.Event().wait(0.01)
+    wait_for(lambda: timed.stats("q")["locked"] == 0, timeout=10, interval=0.01,
+             what="the janitor loop to rescue the task")
     janitor.stop()
     janitor.stop()
     assert not janitor.running

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
+import functools
 from datetime import timedelta
 from typing import Any
 
@@ -12,16 +11,9 @@ import pytest
 
 import shardq
 from shardq import Client, ManualClock
+from tests.helpers import claim_all, in_threads
 
-
-@pytest.fixture
-def timed(clocked: Callable[..., Client]) -> Client:
-    return clocked(backoff_base_s=1, backoff_jitter=0)
-
-
-def claim_all(client: Client, queue: str = "p", lease_s: float = 30) -> list[shardq.Task]:
-    return [t for b in range(client.bucket_count)
-            for t in client.claim_bucket(queue, b, limit=100, lease_s=lease_s)]
+pytestmark = pytest.mark.client_settings(backoff_base_s=1, backoff_jitter=0)
 
 
 def rows(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
@@ -36,39 +28,46 @@ def test_waiting_key_coalesces(timed: Client, clock: ManualClock,
     second = timed.enqueue("p", {"v": 2}, key="profile:42")
     clock.advance(1)
     third = timed.enqueue("p", {"v": 3}, key="profile:42", delay_s=600)
-    assert not first.coalesced and second.coalesced and third.coalesced
+    assert not first.coalesced
+    assert second.coalesced
+    assert third.coalesced
     assert first == second == third
     [(payload, exec_time)] = connect.execute(
         "SELECT payload, exec_time FROM shardq.tasks").fetchall()
     assert payload == {"v": 3}  # the latest payload
     assert exec_time == clock.now() - timedelta(seconds=1)  # the earliest place in line
     other = timed.enqueue("p", {"v": 9}, key="profile:43")
-    assert not other.coalesced and other != first
+    assert not other.coalesced
+    assert other != first
     assert timed.enqueue("other-queue", {}, key="profile:42").coalesced is False
 
 
 def test_cmb_story_follow_up_runs_once_with_the_latest_payload(
         timed: Client, connect: psycopg.Connection[Any]) -> None:
     timed.enqueue("p", {"prefs": "v1"}, key="profile:7")
-    [running] = claim_all(timed)
+    [running] = claim_all(timed, "p")
     # The user changes preferences twice while the task runs.
     a = timed.enqueue("p", {"prefs": "v2"}, key="profile:7")
     b = timed.enqueue("p", {"prefs": "v3"}, key="profile:7")
-    assert not a.coalesced and b.coalesced and a == b
-    assert claim_all(timed) == []  # never in parallel with its predecessor
+    assert not a.coalesced
+    assert b.coalesced
+    assert a == b
+    assert claim_all(timed, "p") == []  # never in parallel with its predecessor
     assert rows(connect) == [("profile:7", "available", {"prefs": "v3"}),
                              ("profile:7", "locked", {"prefs": "v1"})]
     timed.ack(running)
-    [follow_up] = claim_all(timed)  # claimable as soon as the ack committed
-    assert follow_up.payload == {"prefs": "v3"} and follow_up.id == a
+    [follow_up] = claim_all(timed, "p")  # claimable as soon as the ack committed
+    assert follow_up.payload == {"prefs": "v3"}
+    assert follow_up.id == a
     timed.ack(follow_up)
-    assert rows(connect) == [] and claim_all(timed) == []
+    assert rows(connect) == []
+    assert claim_all(timed, "p") == []
 
 
 def test_failed_task_merges_with_its_follow_up(timed: Client, clock: ManualClock,
                                                connect: psycopg.Connection[Any]) -> None:
     original = timed.enqueue("p", {"v": "old"}, key="k")
-    [running] = claim_all(timed)
+    [running] = claim_all(timed, "p")
     follow = timed.enqueue("p", {"v": "new"}, key="k")
     timed.nack(running, "boom")
     [(task_id, status, payload, attempts, error, requeued)] = connect.execute(
@@ -77,16 +76,17 @@ def test_failed_task_merges_with_its_follow_up(timed: Client, clock: ManualClock
     assert (task_id, status, payload) == (follow, "available", {"v": "new"})
     assert (attempts, error, requeued) == (1, "boom", 1)  # the retry's history
     assert task_id != original
-    assert claim_all(timed) == []  # backing off (1 s x 2^1)
+    assert claim_all(timed, "p") == []  # backing off (1 s x 2^1)
     clock.advance(2)
-    [again] = claim_all(timed)
-    assert again.payload == {"v": "new"} and again.attempts == 2
+    [again] = claim_all(timed, "p")
+    assert again.payload == {"v": "new"}
+    assert again.attempts == 2
 
 
 def test_expired_lease_merges_with_its_follow_up(timed: Client, clock: ManualClock,
                                                  connect: psycopg.Connection[Any]) -> None:
     timed.enqueue("p", {"v": 1}, key="k")
-    claim_all(timed, lease_s=5)
+    claim_all(timed, "p", lease_s=5)
     timed.enqueue("p", {"v": 2}, key="k")
     timed.enqueue("p", {"v": 0}, key="unrelated")
     clock.advance(5)
@@ -95,31 +95,34 @@ def test_expired_lease_merges_with_its_follow_up(timed: Client, clock: ManualClo
                              ("unrelated", "available", {"v": 0})]
     info = connect.execute("SELECT last_error, attempts FROM shardq.tasks WHERE key = 'k'"
                            ).fetchone()
-    assert info is not None and info[0].startswith("lease expired") and info[1] == 1
+    assert info is not None
+    assert info[0].startswith("lease expired")
+    assert info[1] == 0  # a first expiry gives the attempt back, as for unkeyed tasks
 
 
 def test_dead_task_frees_its_follow_up(timed: Client, connect: psycopg.Connection[Any]) -> None:
     timed.enqueue("p", {"v": 1}, key="k", max_attempts=1)
-    [running] = claim_all(timed)
+    [running] = claim_all(timed, "p")
     timed.enqueue("p", {"v": 2}, key="k")
     timed.nack(running, "fatal")
     assert rows(connect) == [("k", "available", {"v": 2}), ("k", "dead", {"v": 1})]
-    [follow] = claim_all(timed)
+    [follow] = claim_all(timed, "p")
     assert follow.payload == {"v": 2}
 
 
 def test_release_and_defer_merge_without_penalty(timed: Client, clock: ManualClock,
                                                  connect: psycopg.Connection[Any]) -> None:
     timed.enqueue("p", {"v": 1}, key="k")
-    [running] = claim_all(timed)
+    [running] = claim_all(timed, "p")
     timed.enqueue("p", {"v": 2}, key="k")
     timed.defer(running, delay_s=30)
     [(payload, attempts, exec_time)] = connect.execute(
         "SELECT payload, attempts, exec_time FROM shardq.tasks").fetchall()
-    assert payload == {"v": 2} and attempts == 0
+    assert payload == {"v": 2}
+    assert attempts == 0
     assert exec_time == clock.now() + timedelta(seconds=30)
     clock.advance(30)
-    [running] = claim_all(timed)
+    [running] = claim_all(timed, "p")
     timed.release(running)
     assert connect.execute("SELECT status, attempts FROM shardq.tasks").fetchall() == [
         ("available", 0)]
@@ -129,16 +132,18 @@ def test_batch_keys_coalesce(timed: Client, connect: psycopg.Connection[Any]) ->
     ids = timed.enqueue_many("p", [{"n": n} for n in range(6)],
                              keys=["a", "b", "a", None, "b", "a"])
     assert [i.coalesced for i in ids] == [True, True, True, False, False, False]
-    assert ids[0] == ids[2] == ids[5] and ids[1] == ids[4]
+    assert ids[0] == ids[2] == ids[5]
+    assert ids[1] == ids[4]
     assert {r[0]: r[2] for r in rows(connect)} == {"a": {"n": 5}, "b": {"n": 4}, None: {"n": 3}}
     again = timed.enqueue_many("p", [{"n": 6}], keys=["a"])
-    assert again[0] == ids[0] and again[0].coalesced
+    assert again[0] == ids[0]
+    assert again[0].coalesced
 
 
 def test_the_database_refuses_two_running_tasks_of_a_key(
         timed: Client, connect: psycopg.Connection[Any]) -> None:
     timed.enqueue("p", {}, key="k")
-    claim_all(timed)
+    claim_all(timed, "p")
     timed.enqueue("p", {}, key="k")
     with pytest.raises(psycopg.errors.UniqueViolation):
         connect.execute("UPDATE shardq.tasks SET status = 'locked' WHERE status = 'available'")
@@ -153,11 +158,16 @@ def test_keyed_task_functions(dsn: str, client: Client) -> None:
     def refresh(profile_id: int) -> None: ...
 
     first = refresh.enqueue(1, key="profile:1")
-    assert refresh.enqueue(1, key="profile:1").coalesced and first
+    again = refresh.enqueue(1, key="profile:1")
+    assert not first.coalesced
+    assert again.coalesced
+    assert again == first
     batch = refresh.enqueue_many([(2,), (2,)], keys=["profile:2", "profile:2"])
-    assert batch[0] == batch[1] and batch[0].coalesced
+    assert batch[0] == batch[1]
+    assert batch[0].coalesced
     info = client.get(first)
-    assert info is not None and info.key == "profile:1"
+    assert info is not None
+    assert info.key == "profile:1"
     app.client.close()
 
 
@@ -172,21 +182,12 @@ def test_bad_keys(client: Client, connect: psycopg.Connection[Any]) -> None:
 
 def test_concurrent_batches_of_the_same_keys_never_deadlock(dsn: str, client: Client) -> None:
     keys = [f"k{i}" for i in range(200)]
-    errors: list[BaseException] = []
 
     def produce(order: list[str]) -> None:
-        try:
-            with shardq.Client(dsn) as c:
-                for round_ in range(15):
-                    c.enqueue_many("p", [{"r": round_}] * len(order), keys=order)
-        except BaseException as exc:
-            errors.append(exc)
+        with shardq.Client(dsn) as c:
+            for round_ in range(15):
+                c.enqueue_many("p", [{"r": round_}] * len(order), keys=order)
 
-    threads = [threading.Thread(target=produce, args=(order,))
-               for order in (keys, keys[::-1], keys[100:] + keys[:100], keys[::-1])]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    orders = (keys, keys[::-1], keys[100:] + keys[:100], keys[::-1])
+    assert in_threads(*(functools.partial(produce, order) for order in orders)) == []
     assert client.stats("p")["available"] == len(keys)

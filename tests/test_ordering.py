@@ -2,29 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-import pytest
 
 import shardq
 from shardq import Client, ManualClock
-
-
-@pytest.fixture
-def timed(clocked: Callable[..., Client]) -> Client:
-    """A client whose statements use the manual clock."""
-    return clocked()
+from tests.helpers import claim_all, wait_for
 
 
 def drain(client: Client, queue: str) -> list[Any]:
     """Payloads in the order a single claimer gets them, bucket by bucket (each ordered)."""
-    out: list[Any] = []
-    for bucket in range(client.bucket_count):
-        out += [t.payload for t in client.claim_bucket(queue, bucket, limit=1000)]
-    return out
+    return [t.payload for t in claim_all(client, queue)]
 
 
 def exec_times(conn: psycopg.Connection[Any]) -> dict[str, datetime]:
@@ -107,12 +97,14 @@ def test_due_scheduled_task_runs_even_before_its_head_start_is_applied(
         timed: Client, clock: ManualClock) -> None:
     timed.enqueue("q", {"name": "sched"}, delay_s=5, priority=100)
     clock.advance(5)
-    [task] = [t for b in range(timed.bucket_count) for t in timed.claim_bucket("q", b)]
+    [task] = claim_all(timed, "q")
     assert task.payload == {"name": "sched"}
     # The claim cleared the pending head start: the janitor must not move the lease.
     assert timed.run_janitor_once().promoted == 0
     info = timed.get(task.id)
-    assert info is not None and info.pending_head_start_s == 0 and info.state == "locked"
+    assert info is not None
+    assert info.pending_head_start_s == 0
+    assert info.state == "locked"
 
 
 def test_run_at_in_the_past_is_a_place_in_line(timed: Client, clock: ManualClock,
@@ -125,11 +117,15 @@ def test_real_clock_never_runs_a_task_early(client: Client) -> None:
     run_at = datetime.now(UTC) + timedelta(seconds=1.5)
     client.enqueue("q", {}, run_at=run_at)
     claimed: list[shardq.Task] = []
-    while not claimed:
-        claimed = client.claim("q")
-        if not claimed:
-            assert datetime.now(UTC) < run_at + timedelta(seconds=5)
+
+    def claimed_one() -> bool:
+        claimed.extend(client.claim("q"))
+        return bool(claimed)
+
+    # Claims run in a tight loop: one that came too early would show.
+    wait_for(claimed_one, timeout=6.5, interval=0.001, what="the task to come due")
     assert claimed[0].enqueued_at < run_at
     info = client.get(claimed[0].id)
-    assert info is not None and info.last_claimed_at is not None
+    assert info is not None
+    assert info.last_claimed_at is not None
     assert info.last_claimed_at >= run_at

@@ -14,14 +14,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
 import shardq
@@ -29,6 +27,7 @@ from shardq import migrate
 from shardq.spark import prune_ledger, task_id, write_tasks
 from shardq.spark.jdbc import jdbc_target
 from tests.conftest import Databases
+from tests.helpers import bucket_of, claim_all, query, scalar, wait_for
 from tests.tcp_postgres import tcp_server
 
 pytest.importorskip("pyspark", reason="PySpark is not installed: pip install 'shardq[spark]'")
@@ -78,19 +77,17 @@ def spark() -> Iterator[Any]:
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
-    assert session._jvm.java.util.TimeZone.getDefault().getID() == JVM_ZONE
+    # The JVM's own default zone, read through SQL's reflect() (it runs in this JVM).
+    default_zone = scalar_of(session, "SELECT reflect('java.util.TimeZone', 'getDefault')")
+    assert f'id="{JVM_ZONE}"' in default_zone, default_zone
     yield session
     session.stop()
 
 
-def query(url: str, text: str, params: Any = None) -> list[tuple[Any, ...]]:
-    with psycopg.connect(url) as conn:
-        return conn.execute(text, params).fetchall()
-
-
-def bucket_of(task: uuid.UUID, buckets: int = 16) -> int:
-    """What the database computes for any writer: bytes 14-15 of the id, mod N."""
-    return int.from_bytes(task.bytes[14:16], "big") % buckets
+def scalar_of(spark: Any, text: str) -> Any:
+    """The one value of a Spark SQL query."""
+    [row] = spark.sql(text).collect()
+    return row[0]
 
 
 def at(micros: int) -> datetime:
@@ -149,7 +146,8 @@ def test_100k_tasks_row_by_row_then_the_daemon_consumes_them(spark: Any, dbs: Da
          "--queue", "bulk", "--concurrency", "16", "--batch", "500", "--ack-batch", "500"],
         env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        wait_for(lambda: query(url, "SELECT count(*) FROM shardq.tasks")[0][0] == 0, 150)
+        wait_for(lambda: scalar(url, "SELECT count(*) FROM shardq.tasks") == 0, 150,
+                 interval=0.2, what="the daemon to consume every task")
         daemon.send_signal(signal.SIGTERM)
         out, _ = daemon.communicate(timeout=60)
     finally:
@@ -159,24 +157,19 @@ def test_100k_tasks_row_by_row_then_the_daemon_consumes_them(spark: Any, dbs: Da
     assert daemon.returncode == 0, out
 
 
-def wait_for(check: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.2)
-
-
 def test_plain_rows_go_straight_into_the_table(spark: Any, dbs: Databases) -> None:
     url = dbs.create(bucket_count=64)
     frame = spark.range(20_000).select(
         F.to_json(F.struct(F.col("id").alias("n"), F.lit(TEXT).alias("text"))).alias("json"))
     result = write_tasks(frame, dsn=url, queue="plain", payload="json", num_partitions=3)
-    assert result.path == "direct" and result.tasks is None
+    assert result.path == "direct"
+    assert result.tasks is None
     rows = query(url, "SELECT id, bucket, payload, max_attempts, priority, exec_time = enqueued_at "
                       "FROM shardq.tasks")
     assert sorted(r[2]["n"] for r in rows) == list(range(20_000))
     for task, bucket, payload, attempts, priority, in_line_now in rows:
-        assert bucket == bucket_of(task, 64) and payload["text"] == TEXT
+        assert bucket == bucket_of(task, 64)
+        assert payload["text"] == TEXT
         assert (attempts, priority, in_line_now) == (10, 0, True)
     assert len({r[1] for r in rows}) == 64
 
@@ -201,14 +194,14 @@ def test_a_plain_jdbc_write_of_the_documented_columns(spark: Any, dbs: Databases
         k = payload["k"]
         assert (task, bucket, exec_time, attempts) == (ids[k], bucket_of(ids[k]), at(micros[k]),
                                                        k + 1)
-    assert len(claim_all(url, "plain")) == 12
+    assert len(finish_all(url, "plain")) == 12
 
 
-def claim_all(url: str, queue: str) -> list[shardq.Task]:
-    """Claim and ack every eligible task of ``queue``, bucket after bucket."""
+def finish_all(url: str, queue: str) -> list[shardq.Task]:
+    """Claim and ack every eligible task of ``queue``, a thousand at a time."""
     done: list[shardq.Task] = []
     with shardq.Client(url) as client:
-        while tasks := client.claim(queue, limit=1000):
+        while tasks := claim_all(client, queue, most=1000):
             client.ack_many(tasks)
             done += tasks
     return done
@@ -264,13 +257,16 @@ def test_idempotent_writes_insert_nothing_twice(spark: Any, dbs: Databases) -> N
     rows = query(url, "SELECT id, bucket, payload FROM shardq.tasks")
     assert len(rows) == n
     for task, bucket, payload in rows:
-        assert task == task_id("idem", str(payload["n"])) and task.version == 5
+        assert task == task_id("idem", str(payload["n"]))
+        assert task.version == 5
         assert bucket == bucket_of(task)
     per_bucket = [c for (c,) in query(url, "SELECT count(*) FROM shardq.tasks GROUP BY bucket")]
-    assert len(per_bucket) == 16 and min(per_bucket) > 0.8 * n / 16
+    assert len(per_bucket) == 16
+    assert min(per_bucket) > 0.8 * n / 16
 
-    assert len(claim_all(url, "idem")) == n  # done and deleted: a re-run still adds nothing
-    assert write().tasks == 0 and query(url, "SELECT count(*) FROM shardq.tasks") == [(0,)]
+    assert len(finish_all(url, "idem")) == n  # done and deleted: a re-run still adds nothing
+    assert write().tasks == 0
+    assert query(url, "SELECT count(*) FROM shardq.tasks") == [(0,)]
     assert prune_ledger(url, older_than_s=0) == n
     assert write().tasks == n  # forgotten ids are new again
 
@@ -293,8 +289,9 @@ def test_a_retried_spark_task(spark: Any, dbs: Databases, mode: str) -> None:
     again.  Append mode then holds those rows twice; idempotent mode holds each once."""
     from pyspark import TaskContext
 
-    def failing_payload(i):  # local, so Spark pickles it by value for its Python workers
+    def failing_payload(i: int) -> str:  # local: Spark pickles it by value for its workers
         context = TaskContext.get()
+        assert context is not None  # a UDF runs inside a Spark task
         if context.partitionId() == 0 and context.attemptNumber() == 0 and i == FAIL_AT:
             raise RuntimeError("injected failure in the first attempt of partition 0")
         return json.dumps({"n": i})
@@ -309,10 +306,13 @@ def test_a_retried_spark_task(spark: Any, dbs: Databases, mode: str) -> None:
                          jdbc_options={"isolationLevel": "NONE"})
     counts = query(url, "SELECT count(*), count(DISTINCT payload) FROM shardq.tasks")[0]
     if mode == "append":
-        assert counts[1] == n and counts[0] > n  # the retry wrote some rows again
+        assert counts[1] == n
+        assert counts[0] > n  # the retry wrote some rows again
     else:
-        assert result.staged is not None and result.staged > n  # ... into the staging table
-        assert counts == (n, n) and result.tasks == result.fresh == n
+        assert result.staged is not None
+        assert result.staged > n  # ... into the staging table
+        assert counts == (n, n)
+        assert result.tasks == result.fresh == n
 
 
 def test_spark_ids_are_the_documented_uuid5(spark: Any) -> None:

@@ -105,13 +105,17 @@ def test_cockroachdb_writer_options_follow_its_pgjdbc_guidance() -> None:
                              "shardq.spark_stage_x")
     assert COCKROACHDB_BATCH_SIZE == 128
     assert options["url"] == "jdbc:postgresql://crdb:26257/shardq?sslmode=disable"
-    assert options["batchsize"] == "128" and options["reWriteBatchedInserts"] == "true"
-    assert options["isolationLevel"] == "NONE" and options["stringtype"] == "unspecified"
-    assert options["driver"] == "org.postgresql.Driver" and options["user"] == "root"
+    assert options["batchsize"] == "128"
+    assert options["reWriteBatchedInserts"] == "true"
+    assert options["isolationLevel"] == "NONE"
+    assert options["stringtype"] == "unspecified"
+    assert options["driver"] == "org.postgresql.Driver"
+    assert options["user"] == "root"
     # A postgresql:// URL that turns out to reach CockroachDB gets the same settings.
     detected = writer_options(jdbc_target("postgresql://root@crdb:26257/shardq"), "t",
                               dialect="cockroachdb")
-    assert detected["batchsize"] == "128" and detected["isolationLevel"] == "NONE"
+    assert detected["batchsize"] == "128"
+    assert detected["isolationLevel"] == "NONE"
 
 
 def test_batch_size_and_extra_options_override() -> None:
@@ -129,7 +133,8 @@ def test_batch_size_and_extra_options_override() -> None:
 def test_task_ids_are_uuid5_of_the_queue_and_natural_key() -> None:
     got = task_id("invoices", "INV-1", None)
     assert got == uuid.uuid5(SPARK_NAMESPACE, '["invoices","INV-1",null]')
-    assert got.version == 5 and got.variant == uuid.RFC_4122
+    assert got.version == 5
+    assert got.variant == uuid.RFC_4122
     assert task_id("a", "1") != task_id("b", "1") != task_id("a", "1", namespace=uuid.uuid4())
     assert task_id("q", "naïve") == uuid.uuid5(SPARK_NAMESPACE, '["q","naïve"]')
 
@@ -153,7 +158,8 @@ def test_merge_is_one_statement_over_insert_rows(pglast: Any, idempotent: bool) 
     assert "ON CONFLICT (queue, key) WHERE key IS NOT NULL" in text
     assert re.search(r'FROM "shardq"\."spark_stage_[0-9a-f]{16}" AS s', text)
     assert ("INSERT INTO shardq.spark_ledger" in text) is idempotent
-    assert "ctid" not in text and "MATERIALIZED" not in text  # CockroachDB has neither
+    assert "ctid" not in text  # CockroachDB has neither
+    assert "MATERIALIZED" not in text
     parsed = pglast.parse_sql(text.replace("%(now)s", "NULL"))
     assert len(parsed) == 1
 

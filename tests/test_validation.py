@@ -10,7 +10,10 @@ import psycopg
 import pytest
 
 import shardq
-from shardq import Client, ConfigError, InvalidTask
+from shardq import Client, ClientConfig, ConfigError, InvalidTask
+from shardq.config import load
+from shardq.worker.config import WorkerConfig
+from tests.helpers import claim_all
 
 
 def nothing_written(conn: psycopg.Connection[Any]) -> bool:
@@ -31,7 +34,13 @@ BAD_ENQUEUES: list[tuple[str, dict[str, Any]]] = [
     ("delay and run_at", {"delay_s": 1, "run_at": datetime.now().astimezone()}),
     ("float priority", {"priority": 1.5}),
     ("huge priority", {"priority": 10**12}),
+    ("priority over int4", {"priority": 3_000_000_000}),
+    ("priority under int4", {"priority": -3_000_000_000}),
     ("zero max_attempts", {"max_attempts": 0}),
+    ("max_attempts over int4", {"max_attempts": 2**31}),
+    ("lone surrogate", {"payload": {"x": "a\ud800b"}}),
+    ("lone surrogate in a name", {"payload": {"\udc00": 1}}),
+    ("surrogate halves apart", {"payload": ["\ud83d", "\ude00"]}),
     ("bad queue: empty", {"queue": ""}),
     ("bad queue: space", {"queue": "a b"}),
     ("bad queue: quote", {"queue": "x'; DROP TABLE shardq.tasks; --"}),
@@ -61,26 +70,74 @@ def test_oversize_limit_is_configurable(dsn: str, client: Client,
             small.enqueue("q", "123456789")
 
 
+def test_unicode_that_looks_odd_but_is_valid_is_kept(client: Client) -> None:
+    payload = {"emoji": "\U0001f600", "escaped": "\\u0000 and \\ud800", "pair": "\ud83d\ude00"}
+    task_id = client.enqueue("q", payload)
+    info = client.get(task_id)
+    assert info is not None
+    assert info.payload == {**payload, "pair": "\U0001f600"}
+
+
+@pytest.mark.parametrize("key", ["a\x00b", "a\ud800", "\udfff"])
+def test_keys_that_cannot_be_stored_are_refused(client: Client,
+                                                connect: psycopg.Connection[Any],
+                                                key: str) -> None:
+    with pytest.raises(InvalidTask, match="key"):
+        client.enqueue("q", {}, key=key)
+    with pytest.raises(InvalidTask, match="key"):
+        client.enqueue_many("q", [{}, {}], keys=["fine", key])
+    assert nothing_written(connect)
+
+
 def test_payload_string_is_not_a_batch(client: Client) -> None:
     with pytest.raises(InvalidTask):
         client.enqueue_many("q", "abc")
 
 
 @pytest.mark.parametrize("kwargs", [{"limit": 0}, {"limit": 10_001}, {"limit": 2.5},
-                                    {"lease_s": 0}, {"lease_s": -3}])
-def test_bad_claims(client: Client, kwargs: dict[str, Any]) -> None:
-    with pytest.raises(shardq.ShardqError):
+                                    {"lease_s": 0}, {"lease_s": -3}, {"lease_s": math.nan},
+                                    {"lease_s": 1e12}])
+def test_bad_claims_are_invalid_arguments(client: Client, kwargs: dict[str, Any]) -> None:
+    client.enqueue("q", {})
+    with pytest.raises(InvalidTask) as caught:
         client.claim("q", **kwargs)
+    assert caught.type is InvalidTask  # not ConfigError, its sibling
+    with pytest.raises(InvalidTask) as caught:
+        client.claim_bucket("q", 0, **kwargs)
+    assert caught.type is InvalidTask
 
 
-def test_bad_bucket(client: Client) -> None:
-    with pytest.raises(ConfigError):
-        client.claim_bucket("q", client.bucket_count)
+@pytest.mark.parametrize("bucket", [16, -1, 1.0, True])
+def test_bad_bucket(client: Client, bucket: Any) -> None:
+    with pytest.raises(InvalidTask):
+        client.claim_bucket("q", bucket)
+
+
+@pytest.mark.parametrize(("call", "args"), [
+    ("ack", (None,)), ("ack_many", (None,)), ("ack_many", ("abc",)), ("nack", (None, "x")),
+    ("extend", ({"id": 1}, 10)), ("release", (None,)), ("defer", (None,)),
+    ("get", ("not-a-uuid",)), ("get", (123,)),
+])
+def test_bad_arguments_are_invalid_task(client: Client, call: str, args: tuple[Any, ...]) -> None:
+    with pytest.raises(InvalidTask):
+        getattr(client, call)(*args)
+
+
+@pytest.mark.parametrize("ids", [["x"], [123], "3f0c"])
+def test_retry_dead_refuses_what_is_not_an_id(client: Client, ids: Any) -> None:
+    with pytest.raises(InvalidTask):
+        client.retry_dead(ids)
+
+
+@pytest.mark.parametrize("interval_s", [0, -1, math.nan, math.inf, 1e12])
+def test_bad_janitor_interval(client: Client, interval_s: float) -> None:
+    with pytest.raises(InvalidTask):
+        client.janitor(interval_s)
 
 
 def test_bad_settle_arguments(client: Client, connect: psycopg.Connection[Any]) -> None:
     client.enqueue("q", {})
-    [task] = [t for b in range(client.bucket_count) for t in client.claim_bucket("q", b)]
+    [task] = claim_all(client, "q")
     with pytest.raises(InvalidTask):
         client.nack_many([task], ["a", "b"])
     with pytest.raises(InvalidTask):
@@ -89,15 +146,77 @@ def test_bad_settle_arguments(client: Client, connect: psycopg.Connection[Any]) 
         client.extend(task, math.nan)
     with pytest.raises(InvalidTask):
         client.defer(task, delay_s=1, run_at=datetime.now().astimezone() + timedelta(1))
+    for error in (123, b"bytes", ValueError("not text")):
+        with pytest.raises(InvalidTask, match="error must be a string"):
+            client.nack(task, error)  # type: ignore[arg-type]
     assert connect.execute("SELECT status FROM shardq.tasks").fetchone() == ("locked",)
 
 
-@pytest.mark.parametrize("settings", [{"lease_s": 0}, {"max_attempts": 0},
-                                      {"backoff_jitter": 1.0}, {"bucket_count": 0},
-                                      {"bucket_count": 5000}, {"no_such_setting": 1}])
+BAD_SETTINGS: list[dict[str, Any]] = [
+    {"lease_s": 0}, {"max_attempts": 0}, {"backoff_jitter": 1.0}, {"bucket_count": 0},
+    {"bucket_count": 5000}, {"no_such_setting": 1},
+    {"lease_s": math.nan}, {"lease_s": math.inf}, {"lease_s": 1e12}, {"lease_s": -1},
+    {"backoff_base_s": math.nan}, {"backoff_base_s": 0}, {"backoff_cap_s": math.inf},
+    {"backoff_cap_s": 1e300}, {"backoff_base_s": 10, "backoff_cap_s": 5},
+    {"backoff_jitter": math.nan}, {"janitor_interval_s": 0}, {"janitor_interval_s": -1},
+    {"janitor_interval_s": math.nan}, {"max_attempts": 2**31}, {"max_attempts": 2.5},
+    {"max_attempts": True}, {"pool_max_size": 10**6}, {"max_payload_bytes": 2**40},
+    {"dead_retention_s": math.nan}, {"dead_retention_s": 0}, {"notify": "yes"},
+    {"dsn": 123},
+]
+
+
+@pytest.mark.parametrize("settings", BAD_SETTINGS)
 def test_bad_settings(dsn: str, settings: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError) as raised:
+        shardq.Client(**{"dsn": dsn, **settings})
+    assert "\n" not in str(raised.value)
+
+
+def test_client_with_a_dsn_that_is_not_text() -> None:
+    with pytest.raises(ConfigError, match="dsn"):
+        shardq.Client(123)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("settings", [
+    {"metrics_port": 99999}, {"metrics_port": -1}, {"concurrency": 0}, {"batch": 10**6},
+    {"shutdown_grace_s": math.nan}, {"poll_max_ms": 0}, {"ack_flush_ms": 10**9},
+    {"claimers": 1.5}, {"listen": "no"}, {"queue": ("ok", "a b")},
+    {"metrics_port": 65535, "processes": 2},
+])
+def test_bad_worker_settings(settings: dict[str, Any]) -> None:
     with pytest.raises(ConfigError):
-        shardq.Client(dsn, **settings)
+        WorkerConfig(**settings)
+
+
+@pytest.mark.parametrize(("name", "raw"), [
+    ("SHARDQ_LEASE_S", "nan"), ("SHARDQ_LEASE_S", "inf"), ("SHARDQ_LEASE_S", "1e12"),
+    ("SHARDQ_BACKOFF_BASE_S", "-1"), ("SHARDQ_BACKOFF_CAP_S", "nan"),
+    ("SHARDQ_JANITOR_INTERVAL_S", "0"), ("SHARDQ_MAX_ATTEMPTS", "2147483648"),
+    ("SHARDQ_NOTIFY", "maybe"), ("SHARDQ_NOTIFY", "enabled"),
+])
+def test_bad_env_settings(dsn: str, monkeypatch: pytest.MonkeyPatch, name: str,
+                          raw: str) -> None:
+    monkeypatch.setenv(name, raw)
+    with pytest.raises(ConfigError, match=name if name == "SHARDQ_NOTIFY" else "must be"):
+        shardq.Client(dsn)
+
+
+@pytest.mark.parametrize(("raw", "value"), [("1", True), ("True", True), ("on", True),
+                                            ("yes", True), ("0", False), ("off", False),
+                                            ("FALSE", False), ("no", False)])
+def test_boolean_env_spellings(monkeypatch: pytest.MonkeyPatch, raw: str, value: bool) -> None:
+    monkeypatch.setenv("SHARDQ_NOTIFY", raw)
+    assert load(ClientConfig).notify is value
+
+
+def test_task_lease_is_a_setting(dsn: str) -> None:
+    app = shardq.App(dsn)
+    for lease_s in (0, math.nan, 1e12):
+        with pytest.raises(ConfigError, match="lease_s"):
+            app.task(queue="q", lease_s=lease_s)(lambda: None)
+        with pytest.raises(ConfigError, match="lease_s"):
+            app.handler("q", lease_s=lease_s)(lambda payload: None)
 
 
 def test_bucket_count_must_match_schema(dsn: str) -> None:
@@ -111,7 +230,8 @@ def test_env_settings(dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SHARDQ_DSN", dsn)
     monkeypatch.setenv("SHARDQ_LEASE_S", "12.5")
     with shardq.Client() as c:
-        assert c.config.lease_s == 12.5 and c.config.dsn == dsn
+        assert c.config.lease_s == 12.5
+        assert c.config.dsn == dsn
     monkeypatch.setenv("SHARDQ_MAX_ATTEMPTS", "many")
     with pytest.raises(ConfigError, match="SHARDQ_MAX_ATTEMPTS"):
         shardq.Client()

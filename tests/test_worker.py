@@ -7,56 +7,55 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import threading
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
-import psycopg
 import pytest
 
 from tests.apps import recorder
+from tests.helpers import free_port, query, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture
-def db(databases: Any) -> str:
-    url = databases.create()
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(recorder.SETUP)
-    return url
-
-
-@pytest.fixture
-def app_env(db: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    """SHARDQ_DSN for the daemon and for the test's own enqueues (recorder.app is lazy)."""
-    monkeypatch.setenv("SHARDQ_DSN", db)
-    env = {**os.environ, "SHARDQ_DSN": db, "PYTHONPATH": str(ROOT)}
-    yield env
-    if recorder.app._client is not None:
-        recorder.app._client.close()
-        recorder.app._client = None
-
-
 class Daemon:
+    """A ``shardq consume`` process of recorder.app; its output is read as it comes."""
+
     def __init__(self, env: dict[str, str], *args: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "shardq", "consume", "tests.apps.recorder:app", *args],
             env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self._lines: list[str] = []
+        # A reader thread, so the test can wait for a line while the process runs.
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._lines.append(line)
+
+    @property
+    def output(self) -> str:
+        """What the process wrote so far (stdout and stderr)."""
+        return "".join(self._lines)
 
     def signal(self, signum: int = signal.SIGTERM) -> None:
         self.proc.send_signal(signum)
 
     def wait(self, timeout: float = 60) -> tuple[int, str]:
-        out, _ = self.proc.communicate(timeout=timeout)
-        return self.proc.returncode, out
+        """The exit code and the whole output, once the process exited."""
+        code = self.proc.wait(timeout=timeout)
+        self._reader.join(timeout=10)
+        return code, self.output
 
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
-            self.proc.communicate()
+            self.proc.wait()
+        self._reader.join(timeout=10)
 
 
 @pytest.fixture
@@ -70,18 +69,6 @@ def daemons() -> Iterator[Callable[..., Daemon]]:
     yield start
     for d in started:
         d.kill()
-
-
-def query(url: str, sql: str) -> list[tuple[Any, ...]]:
-    with psycopg.connect(url) as conn:
-        return conn.execute(sql).fetchall()
-
-
-def wait_for(check: Callable[[], bool], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
 
 
 def test_every_task_runs_exactly_once(db: str, app_env: dict[str, str],
@@ -116,15 +103,17 @@ def test_failures_back_off_then_die(db: str, app_env: dict[str, str],
     flaky = [r for r in runs if r[0] == 1]
     assert [r[1] for r in flaky] == [1, 2, 3]
     gaps = [(b[2] - a[2]).total_seconds() for a, b in itertools.pairwise(flaky)]
-    assert gaps[0] >= 0.2 and gaps[1] >= 0.4  # 0.1 s x 2^attempts
+    assert gaps[0] >= 0.2
+    assert gaps[1] >= 0.4  # 0.1 s x 2^attempts
     dead = dict(query(db, "SELECT payload->'args'->>0, last_error FROM shardq.tasks "
                           "WHERE status = 'dead'"))
     assert "RuntimeError: flaky 1 failed" in dead["1"]
     assert "poison message" in dead["3"]
-    assert [r for r in runs if r[0] == 3] and len([r for r in runs if r[0] == 3]) == 1
+    assert len([r for r in runs if r[0] == 3]) == 1
     later = query(db, "SELECT status, exec_time - last_requeued_at FROM shardq.tasks "
                       "WHERE payload->'args'->>0 = '2'")
-    assert later[0][0] == "available" and later[0][1].total_seconds() == 3600
+    assert later[0][0] == "available"
+    assert later[0][1].total_seconds() == 3600
 
 
 def test_heartbeats_keep_a_slow_task(db: str, app_env: dict[str, str],
@@ -160,11 +149,14 @@ def test_second_signal_exits_at_once(db: str, app_env: dict[str, str],
     wait_for(lambda: query(db, "SELECT count(*) FROM shardq.tasks WHERE status = 'locked'")
              == [(4,)])
     daemon.signal()
-    time.sleep(0.5)
+    # The second signal must come after the first was handled, or it would be the first.
+    wait_for(lambda: "finishing running tasks" in daemon.output, timeout=30,
+             what="the daemon to take the first signal")
     daemon.signal(signal.SIGINT)
     code, out = daemon.wait(timeout=25)  # handlers need 30 s: a graceful stop would wait
     assert code == 1
-    assert "exiting now" in out and "stopped" not in out
+    assert "exiting now" in out
+    assert "stopped" not in out
     # The leases are still held; the janitor will recover them once they expire.
     assert query(db, "SELECT count(*) FROM shardq.tasks WHERE status = 'locked'") == [(4,)]
 
@@ -173,7 +165,7 @@ def test_metrics_endpoint(db: str, app_env: dict[str, str],
                           daemons: Callable[..., Daemon]) -> None:
     recorder.record.enqueue_many([(n,) for n in range(50)])
     recorder.flaky.enqueue(99)
-    port = 19464 + os.getpid() % 500
+    port = free_port()
     daemon = daemons(app_env, "--metrics-port", str(port), "--log-format", "json")
     wait_for(lambda: query(db, "SELECT count(*) FROM runs")[0][0] >= 51)
 
@@ -190,7 +182,8 @@ def test_metrics_endpoint(db: str, app_env: dict[str, str],
     daemon.signal()
     code, out = daemon.wait()
     assert code == 0
-    assert '"task_id"' in out and '"queue": "flaky"' in out  # JSON failure lines
+    assert '"task_id"' in out
+    assert '"queue": "flaky"' in out  # JSON failure lines
 
 
 def test_processes_share_the_work_and_stop_together(db: str, app_env: dict[str, str],
@@ -207,7 +200,8 @@ def test_processes_share_the_work_and_stop_together(db: str, app_env: dict[str, 
     assert query(db, "SELECT count(*), count(DISTINCT n), max(attempt) FROM runs") == [
         (40, 40, 1)]
     assert query(db, "SELECT count(DISTINCT pid) FROM runs") == [(2,)]
-    assert out.count("stopped\n") == 2 and "exit codes [0, 0]" in out
+    assert out.count("stopped\n") == 2
+    assert "exit codes [0, 0]" in out
 
 
 def test_a_dead_process_stops_the_group(db: str, app_env: dict[str, str],
@@ -226,3 +220,20 @@ def test_a_dead_process_stops_the_group(db: str, app_env: dict[str, str],
     # batches prefetched at most) wait for their leases to expire.
     assert 1 <= query(db, "SELECT count(*) FROM shardq.tasks WHERE status = 'locked'"
                       )[0][0] <= 6
+
+
+def test_slow_tasks_are_spread_over_the_processes(db: str, app_env: dict[str, str],
+                                                  daemons: Callable[..., Daemon]) -> None:
+    """A process claims about what its free slots take, not a whole batch: with slow
+    handlers the other process's idle slots get their share instead of waiting while
+    the first one's buffer hoards the tasks."""
+    recorder.slow.enqueue_many([(n, 1.0) for n in range(24)])
+    daemon = daemons(app_env, "--queue", "slow", "--processes", "2", "--concurrency", "4")
+    wait_for(lambda: query(db, "SELECT count(*) FROM shardq.tasks") == [(0,)])
+    daemon.signal()
+    code, out = daemon.wait()
+    assert code == 0, out
+    per_process = [n for (n,) in query(db, "SELECT count(*) FROM runs GROUP BY pid")]
+    assert sum(per_process) == 24
+    assert len(per_process) == 2
+    assert min(per_process) >= 8, per_process  # an even split is 12 each

@@ -1,9 +1,12 @@
-"""Worker parts in-process: claim scheduling, lease loss, shutdown of prefetched tasks."""
+"""Worker parts in-process: claim scheduling and sizes, lease loss, prefetched tasks given back."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack
 from typing import Any
 
 import psycopg
@@ -11,9 +14,11 @@ import pytest
 
 import shardq
 from shardq.config import ClientConfig
-from shardq.worker.claimer import FIRST_COOLDOWN_S, Schedule
+from shardq.worker.claimer import FIRST_COOLDOWN_S, Schedule, claim_size
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
+from tests.conftest import Databases
+from tests.helpers import query, wait_for
 
 
 class FakeTime:
@@ -44,14 +49,16 @@ def test_schedule_cools_empty_buckets_and_resets() -> None:
     j, _ = schedule.pick()
     schedule.record(j, 0)
     index, wait = schedule.pick()
-    assert index == -1 and wait == pytest.approx(FIRST_COOLDOWN_S)
+    assert index == -1
+    assert wait == pytest.approx(FIRST_COOLDOWN_S)
     cooldowns = []
     for _ in range(5):  # doubling, capped at poll_max_s
         clock.now += 1
         k, _ = schedule.pick()
         schedule.record(k, 0)
-        cooldowns.append(schedule._cooldown[k])
-    assert max(cooldowns) == 0.05 and cooldowns == sorted(cooldowns)
+        cooldowns.append(schedule.cooldown_s(k))
+    assert max(cooldowns) == 0.05
+    assert cooldowns == sorted(cooldowns)
     clock.now += 1
     for _ in range(2):
         k, _ = schedule.pick()
@@ -59,7 +66,8 @@ def test_schedule_cools_empty_buckets_and_resets() -> None:
     assert schedule.pick()[0] == -1  # both cooling down
     schedule.reset("q")
     index, wait = schedule.pick()
-    assert index >= 0 and wait == 0.0
+    assert index >= 0
+    assert wait == 0.0
 
 
 def worker_for(dsn: str, app: shardq.App, **settings: Any) -> Worker:
@@ -91,43 +99,130 @@ def test_lost_lease_cancels_the_handler_and_drops_its_result(dsn: str, client: s
         assert started.wait(10)
         # Another claim takes over: the token changes under the running handler.
         connect.execute("UPDATE shardq.tasks SET lease_token = gen_random_uuid()")
-        deadline = time.monotonic() + 10
-        while "cancelled" not in seen and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: "cancelled" in seen, timeout=10, interval=0.05,
+                 what="the handler to see its cancellation")
     finally:
         worker.stop(grace_s=5)
     assert seen == {"cancelled": True}
     info = client.get(task_id)
-    assert info is not None and info.state == "locked"  # not acked by the worker that lost it
+    assert info is not None
+    assert info.state == "locked"  # not acked by the worker that lost it
 
 
-def test_stop_gives_back_prefetched_tasks_without_penalty(dsn: str, client: shardq.Client,
-                                                          connect: psycopg.Connection[Any]
-                                                          ) -> None:
+def gated_app(dsn: str, gate: threading.Event) -> tuple[shardq.App, Any, Any]:
+    """An app with a fast queue (its runs tell the worker its handlers are quick, so it
+    prefetches) and a queue whose handlers wait for ``gate``."""
     app = shardq.App(dsn)
-    gate = threading.Event()
+
+    @app.task(queue="quick")
+    def quick(n: int) -> None:
+        del n
 
     @app.task(queue="gated")
     def wait_for_gate(n: int) -> None:
         gate.wait(20)
 
-    wait_for_gate.enqueue_many([(n,) for n in range(40)])
-    worker = worker_for(dsn, app, concurrency=2, batch=20, claimers=1)
+    return app, quick, wait_for_gate
+
+
+@pytest.fixture
+def one_bucket(databases: Databases) -> Iterator[tuple[str, shardq.Client]]:
+    """A database of one bucket (a claim takes a whole batch at once) and a Client on it."""
+    url = databases.create(bucket_count=1)
+    with shardq.Client(url) as c:
+        yield url, c
+
+
+def prefetching(client: shardq.Client, worker: Worker, quick: Any, wait_for_gate: Any) -> None:
+    """Start ``worker`` on quick tasks, then give it 40 gated ones: 2 run, 18 or more wait
+    (one claim takes 20 while the handlers seem quick)."""
+    quick.enqueue_many([(n,) for n in range(50)])
     worker.start()
-    deadline = time.monotonic() + 10
-    while client.stats("gated")["locked"] < 20 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert client.stats("gated")["locked"] >= 20
+    wait_for(lambda: client.stats("quick")["available"] + client.stats("quick")["locked"] == 0,
+             timeout=20, interval=0.05, what="the quick tasks")
+    wait_for_gate.enqueue_many([(n,) for n in range(40)])
+    wait_for(lambda: client.stats("gated")["locked"] >= 20, timeout=10, interval=0.05,
+             what="a prefetched batch")
+
+
+def test_stop_gives_back_prefetched_tasks_without_penalty(
+        one_bucket: tuple[str, shardq.Client]) -> None:
+    dsn, client = one_bucket
+    gate = threading.Event()
+    app, quick, wait_for_gate = gated_app(dsn, gate)
+    worker = worker_for(dsn, app, concurrency=2, batch=20, claimers=1, prefetch_max_s=60)
+    prefetching(client, worker, quick, wait_for_gate)
     stopper = threading.Thread(target=worker.stop, kwargs={"grace_s": 10})
     stopper.start()
-    time.sleep(0.3)
+    # The stop gives back what was prefetched while the two handlers still run.
+    wait_for(lambda: client.stats("gated")["locked"] == 2, timeout=10, interval=0.05,
+             what="the prefetched tasks to be given back")
     gate.set()
     stopper.join(15)
     stats = client.stats("gated")
     assert stats["locked"] == 0
     done = 40 - stats["available"] - stats["scheduled"]
     assert done == 2  # the two running handlers finished; the rest went back
-    assert connect.execute("SELECT max(attempts) FROM shardq.tasks").fetchone() == (0,)
+    assert query(dsn, "SELECT max(attempts) FROM shardq.tasks") == [(0,)]
+
+
+def test_tasks_waiting_too_long_for_a_slot_are_given_back(
+        one_bucket: tuple[str, shardq.Client]) -> None:
+    """The quick tasks made the worker prefetch; the gated ones then hold both slots, and
+    what waits in the buffer past prefetch_max_s goes back for other workers to run."""
+    dsn, client = one_bucket
+    gate = threading.Event()
+    app, quick, wait_for_gate = gated_app(dsn, gate)
+    worker = worker_for(dsn, app, concurrency=2, batch=20, claimers=1, prefetch_max_s=1.5)
+    try:
+        prefetching(client, worker, quick, wait_for_gate)
+        # Given back, and not claimed again while both slots are busy.
+        wait_for(lambda: client.stats("gated")["locked"] == 2, timeout=10, interval=0.05,
+                 what="the waiting tasks to be given back")
+        time.sleep(0.5)
+        assert client.stats("gated")["locked"] == 2
+        assert query(dsn, "SELECT count(*) FROM shardq.tasks "
+                          "WHERE status = 'available' AND attempts = 0") == [(38,)]
+    finally:
+        gate.set()
+        worker.stop(grace_s=10)
+
+
+def test_claim_sizes_come_from_a_fixed_ladder() -> None:
+    assert [claim_size(room, 100) for room in (0, 1, 2, 3, 7, 8, 99, 100, 250)] == [
+        1, 1, 2, 2, 4, 8, 64, 100, 100]
+    assert {claim_size(room, 100) for room in range(1, 1000)} == {1, 2, 4, 8, 16, 32, 64, 100}
+    assert {claim_size(room, 64) for room in range(1, 100)} == {1, 2, 4, 8, 16, 32, 64}
+
+
+def test_a_worker_prepares_claims_of_ladder_sizes_only(dsn: str, client: shardq.Client) -> None:
+    """Handlers of varied durations make the free room vary from claim to claim; the
+    claim statements the worker's connections prepared have ladder sizes only."""
+    app = shardq.App(dsn)
+
+    @app.task(queue="ladder")
+    def jitter(n: int) -> None:
+        time.sleep((n % 7) / 1000)
+
+    jitter.enqueue_many([(n,) for n in range(3000)])
+    worker = worker_for(dsn, app, concurrency=7, batch=100, claimers=2)
+    worker.start()
+    try:
+        wait_for(lambda: client.stats("ladder")["available"] == 0, timeout=120, interval=0.05,
+                 what="the backlog to be claimed")
+        pool = worker.client.db.pool
+        with ExitStack() as held:  # every connection of the pool at once: each is asked
+            connections = [held.enter_context(pool.connection()) for _ in range(pool.max_size)]
+            prepared = [[row[0] for row in conn.execute(
+                "SELECT statement FROM pg_prepared_statements WHERE statement LIKE %s",
+                ("%SKIP LOCKED%",))] for conn in connections]
+    finally:
+        worker.stop(grace_s=10)
+    limits = [[int(n) for text in texts for n in re.findall(r"LIMIT (\d+)", text)]
+              for texts in prepared]
+    assert any(limits)  # claims ran often enough to be prepared
+    assert {n for sizes in limits for n in sizes} <= {1, 2, 4, 8, 16, 32, 64, 100}
+    assert all(len(sizes) == len(set(sizes)) for sizes in limits)
 
 
 def all_cooling(schedule: Schedule) -> None:
@@ -148,14 +243,15 @@ def test_schedule_goes_to_the_notified_bucket_first(listening: bool) -> None:
     schedule.hint("q", 5)  # a second note for the same bucket adds no visit
     assert [schedule.targets[schedule.pick()[0]] for _ in range(2)] == [("q", 5), ("q", 2)]
     assert schedule.pick()[0] == -1  # a hint makes no other bucket due
-    five = schedule._index[("q", 5)]
+    five = schedule.index_of("q", 5)
     schedule.record(five, 3)  # found work: more may wait there (or a claim raced this one)
     assert schedule.pick() == (five, 0.0)
     schedule.record(five, 0)  # empty now
     if listening:  # new work there will be announced
-        assert schedule.pick()[0] == -1 and schedule._cooldown[five] == 1.0
+        assert schedule.pick()[0] == -1
+        assert schedule.cooldown_s(five) == 1.0
     else:  # nothing will say so: look again soon
-        assert schedule._cooldown[five] == FIRST_COOLDOWN_S
+        assert schedule.cooldown_s(five) == FIRST_COOLDOWN_S
 
 
 def test_schedule_polls_owned_targets_at_poll_max_and_the_rest_rarely() -> None:
@@ -172,7 +268,8 @@ def test_schedule_polls_owned_targets_at_poll_max_and_the_rest_rarely() -> None:
         schedule.record(index, 0)
     owned = {visits[4], visits[5]}
     others = [visits[b] for b in range(16) if b not in (4, 5)]
-    assert min(owned) >= 40 and max(others) <= 15  # every 1 s vs every 8 s, after warm-up
+    assert min(owned) >= 40
+    assert max(others) <= 15  # every 1 s vs every 8 s, after warm-up
     schedule.reset("q")
     assert schedule.pick()[0] >= 0  # new work everywhere: all due
 
@@ -181,16 +278,30 @@ def test_a_note_for_one_bucket_wakes_one_idle_claimer(dsn: str) -> None:
     app = shardq.App(dsn)
     app.task(queue="hinted")(lambda: None)
     worker = Worker(app, ClientConfig(dsn=dsn), WorkerConfig(janitors=0, claimers=4))
+    assert worker.listener is not None  # notes reach the worker through its listener
+    busy = worker.claimers[1]
     try:
         for claimer in worker.claimers:
-            all_cooling(claimer.schedule)
-        worker.claimers[1]._claiming = True  # busy: passed over while another is idle
-        for bucket in range(3):
-            worker._heard("hinted", bucket)
-        hinted = [[c.schedule.targets[i] for i in c.schedule._hints] for c in worker.claimers]
+            if claimer is not busy:
+                all_cooling(claimer.schedule)
+        with psycopg.connect(dsn) as blocker:
+            # A table lock holds the busy claimer's claim statement in flight.
+            blocker.execute("LOCK TABLE shardq.tasks IN ACCESS EXCLUSIVE MODE")
+            claim = threading.Thread(target=busy.run_once)
+            claim.start()
+            wait_for(lambda: busy.claiming, timeout=10, interval=0.01,
+                     what="the claim to be under way")
+            assert not busy.idle  # busy: passed over while another is idle
+            for bucket in range(3):
+                worker.listener.on_notify("hinted", bucket)
+            hinted = [c.schedule.hinted_targets for c in worker.claimers]
+            blocker.rollback()
+        claim.join(10)
+        assert not claim.is_alive()
         assert sorted(t for h in hinted for t in h) == [("hinted", b) for b in range(3)]
-        assert hinted[1] == [] and all(len(h) <= 1 for h in hinted)
-        worker._heard("hinted", None)  # many buckets: every claimer looks everywhere
+        assert hinted[1] == []
+        assert all(len(h) <= 1 for h in hinted)
+        worker.listener.on_notify("hinted", None)  # many buckets: every claimer looks everywhere
         assert all(c.schedule.pick()[0] >= 0 for c in worker.claimers)
     finally:
         worker.client.close()
@@ -211,14 +322,16 @@ def test_claimers_wait_for_a_slow_completer(dsn: str, client: shardq.Client) -> 
                         ack_flush_ms=1)
     worker.start()
     most_locked = 0
+
+    def drained() -> bool:
+        nonlocal most_locked
+        stats = client.stats("slow-acks")
+        most_locked = max(most_locked, stats["locked"])
+        left: int = stats["available"] + stats["locked"]
+        return left == 0
+
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            stats = client.stats("slow-acks")
-            most_locked = max(most_locked, stats["locked"])
-            if stats["available"] + stats["locked"] == 0:
-                break
-            time.sleep(0.02)
+        wait_for(drained, timeout=120, interval=0.02, what="the backlog to be done")
     finally:
         worker.stop(grace_s=10)
     assert client.stats("slow-acks")["locked"] == 0

@@ -42,11 +42,13 @@ def claim_ack_script(buckets: int, limit: int) -> str:
     """The pgbench script: one claim on a random bucket, then the ack of what it returned."""
     claim = (_sql_text("claim", limit)
              .replace("%(bucket)s", ":bucket").replace("%(queue)s", ":queue")
-             .replace("%(now)s", "NULL").replace("%(lease_s)s", ":lease_s"))
+             .replace("%(now)s", "NULL").replace("%(lease_s)s", ":lease_s")
+             # shardq makes one token per claim; a fresh one per row serves the ack alike
+             .replace("%(token)s", "gen_random_uuid()"))
     ack = (_sql_text("ack_many")
            .replace("%(buckets)s", ":buckets").replace("%(queues)s", ":queues")
            .replace("%(exec_times)s", ":exec_times").replace("%(ids)s", ":ids")
-           .replace("%(tokens)s", ":tokens"))
+           .replace("%(tokens)s", ":tokens").replace("%(now)s", "NULL"))
     if "%(" in claim or "%(" in ack:
         raise RuntimeError("a placeholder of shardq's SQL has no pgbench variable")
     # shardq's own statements, spliced into a pgbench script kept beside this module.

@@ -8,7 +8,8 @@ tasks of one queue are a single index range ordered by exec_time, and claimed
 (status 'locked') or dead rows sit in other ranges, so a claim never reads them.
 
 PostgreSQL: ``bucket`` is a stored generated column, a function of the id only:
-the last two bytes of the uuid, big-endian, modulo the bucket count.  Any engine
+the last two bytes of the uuid, big-endian, modulo the bucket count
+(``shardq.dialect.bucket_sql``, which the runtime's ``bucket_of`` mirrors).  Any engine
 (Spark, psql, COPY) gets the same bucket for the same id, and writers never send it.
 
 CockroachDB: the primary key is ``USING HASH`` and CockroachDB keeps the hidden
@@ -16,6 +17,8 @@ shard column ``crdb_internal_<key columns, sorted>_shard_<N>`` itself.
 """
 
 from alembic import context, op
+
+from shardq.dialect import bucket_sql
 
 revision = "0002"
 down_revision = "0001"
@@ -62,9 +65,7 @@ def _postgresql(buckets: int) -> str:
     #   and runs without cost-based sleeping so it keeps up with that churn.
     return f"""
 CREATE TABLE IF NOT EXISTS shardq.tasks (
-    bucket smallint GENERATED ALWAYS AS (
-        mod(get_byte(uuid_send(id), 14) * 256 + get_byte(uuid_send(id), 15), {buckets})
-    ) STORED,{COLUMNS},
+    bucket smallint GENERATED ALWAYS AS ({bucket_sql("id", buckets)}) STORED,{COLUMNS},
     CONSTRAINT tasks_pkey PRIMARY KEY (bucket, queue, status, exec_time, id)
 ) WITH (
     fillfactor = 90,

@@ -1,4 +1,4 @@
-"""The driver's side of a staged Spark write: the staging table and the merge, via psycopg.
+"""The driver's side of a staged Spark write: the staging table and the merge.
 
 Statements live in ``sql/spark/``; the staging table's name is composed in as an
 identifier, values travel as bound parameters.
@@ -12,15 +12,15 @@ from dataclasses import dataclass
 from psycopg import sql
 
 from shardq import sqlfiles
-from shardq.db import Conn, Database
+from shardq.db import Conn, Layout
+from shardq.dialect import POSTGRESQL
 from shardq.errors import SchemaNotReady
+from shardq.statements import Statements
 
 SCHEMA = "shardq"
 STAGE_PREFIX = "spark_stage_"
-
-
-def _text(name: str) -> str:
-    return sqlfiles.text(f"spark/{name}")
+# The staged statements use no bucket column: any layout of an engine composes them alike.
+POSTGRESQL_LAYOUT = Layout(POSTGRESQL, "bucket", 1)
 
 
 def new_stage_name() -> str:
@@ -28,23 +28,24 @@ def new_stage_name() -> str:
     return STAGE_PREFIX + uuid.uuid4().hex[:16]
 
 
-def stage_identifier(name: str) -> sql.Identifier:
-    """The staging table ``name`` in shardq's schema, as an identifier."""
-    return sql.Identifier(SCHEMA, name)
+def _staged(layout: Layout, name: str, stage: str, rows: str | None = None) -> sql.Composed:
+    """Statement ``spark/<name>`` on staging table ``stage``; ``rows`` names the file that
+    feeds insert_rows (instead of the API's unnest of parameter arrays)."""
+    return sqlfiles.query(f"spark/{name}", layout.dialect.name, layout.bucket_column,
+                          fragments=(("rows", f"spark/{rows}"),) if rows else (),
+                          identifiers=(("stage", (SCHEMA, stage)),))
 
 
-def merge_query(stage: str, *, idempotent: bool) -> sql.Composed:
+def merge_query(stage: str, *, idempotent: bool, layout: Layout = POSTGRESQL_LAYOUT
+                ) -> sql.Composed:
     """The merge of staging table ``stage`` into shardq.tasks, one statement.
 
     ``insert_rows`` (placement and keyed coalescing) reads the staging rows through
     ``rows`` (append) or ``rows_fresh`` (idempotent: only ids the ledger takes now).
     """
-    table = stage_identifier(stage)
-    rows = sql.SQL(_text("rows_fresh" if idempotent else "rows")).format(stage=table)
-    insert = sql.SQL(sqlfiles.text("insert_rows")).format(
-        rows=rows, placement=sql.SQL(sqlfiles.text("placement")))
-    return sql.SQL(_text("merge_fresh" if idempotent else "merge")).format(
-        insert=insert, stage=table)
+    if idempotent:
+        return _staged(layout, "merge_fresh", stage, "rows_fresh")
+    return _staged(layout, "merge", stage, "rows")
 
 
 @dataclass(frozen=True)
@@ -56,46 +57,46 @@ class Merged:
     fresh: int | None
 
 
-def create_stage(db: Database, stage: str) -> None:
+def create_stage(st: Statements, stage: str) -> None:
     """Create the (unlogged) staging table."""
-    query = sql.SQL(_text("stage_create")).format(stage=stage_identifier(stage))
-    db.run(lambda c: c.execute(query))
+    query = _staged(st.layout, "stage_create", stage)
+    st.run(lambda c: c.execute(query))
 
 
-def drop_stage(db: Database, stage: str) -> None:
+def drop_stage(st: Statements, stage: str) -> None:
     """Drop the staging table, if it is there."""
-    query = sql.SQL(_text("stage_drop")).format(stage=stage_identifier(stage))
-    db.run(lambda c: c.execute(query))
+    query = _staged(st.layout, "stage_drop", stage)
+    st.run(lambda c: c.execute(query))
 
 
-def merge(db: Database, stage: str, *, idempotent: bool) -> Merged:
+def merge(st: Statements, stage: str, *, idempotent: bool) -> Merged:
     """Merge the staging table into shardq.tasks in one transaction."""
-    query = merge_query(stage, idempotent=idempotent)
+    query = merge_query(stage, idempotent=idempotent, layout=st.layout)
+    params = st.params()
 
     def work(conn: Conn) -> Merged:
         with conn.transaction():
-            row = conn.execute(query, {"now": None}).fetchone()
+            row = conn.execute(query, params).fetchone()
         assert row is not None
         return Merged(int(row[0]), int(row[1]), None if row[2] is None else int(row[2]))
 
-    return db.run(work)
+    return st.run(work)
 
 
-def require_ledger(db: Database) -> None:
+def require_ledger(st: Statements) -> None:
     """Raise SchemaNotReady unless the ledger of idempotent writes exists."""
-    query = _text("ledger_exists")
-    found = db.run(lambda c: c.execute(query).fetchone())
+    found = st.one("spark/ledger_exists")
     if not found or not found[0]:
         raise SchemaNotReady("the table shardq.spark_ledger (idempotent Spark writes) is missing")
 
 
-def prune(db: Database, older_than_s: float) -> int:
+def prune(st: Statements, older_than_s: float) -> int:
     """Forget ledger ids merged more than ``older_than_s`` seconds ago; return how many."""
-    query = _text("ledger_prune")
-    return db.run(lambda c: c.execute(query, {"older_than_s": older_than_s}).rowcount)
+    query = st.query("spark/ledger_prune")
+    return st.run(lambda c: c.execute(query, {"older_than_s": older_than_s}).rowcount)
 
 
-def notify(db: Database, queue: str) -> None:
-    """Wake LISTENing workers of ``queue`` (PostgreSQL)."""
-    query = sqlfiles.text("notify", "postgresql")
-    db.run(lambda c: c.execute(query, {"queue": queue}))
+def notify(st: Statements, queue: str) -> None:
+    """Wake LISTENing workers of ``queue``."""
+    query = st.query("notify")
+    st.run(lambda c: c.execute(query, {"queue": queue}))

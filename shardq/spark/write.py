@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ from shardq.db import Database
 from shardq.errors import ConfigError
 from shardq.spark import frame, merge
 from shardq.spark.jdbc import jdbc_target, libpq_url, writer_options
+from shardq.statements import Statements
 
 MODES = ("append", "idempotent")
 TASKS_TABLE = "shardq.tasks"
@@ -80,15 +80,15 @@ def write_tasks(df: Any, *, url: str | None = None, dsn: str | None = None,
         raise ConfigError("id_columns only apply to mode='idempotent'")
     if num_partitions is not None and num_partitions < 1:
         raise ConfigError(f"num_partitions must be positive, got {num_partitions}")
+    config = load(ClientConfig, {"dsn": dsn})
     driver_dsn, target = _addresses(url, dsn, jdbc_options)
-    config = load(ClientConfig, {"dsn": driver_dsn})
-    db = Database(driver_dsn, max_size=1)
+    st = _statements(config, driver_dsn)
     try:
-        dialect = db.layout.dialect
-        if key is not None and dialect != "postgresql":
-            raise ConfigError("keyed tasks need PostgreSQL (see shardq.keys)")
+        dialect = st.dialect
+        if key is not None:
+            dialect.require_keyed_tasks()
         if mode == "idempotent":
-            merge.require_ledger(db)
+            merge.require_ledger(st)
         direct = mode == "append" and key is None and run_at is None and not priority
         tasks = _task_frame(F, df, queue=queue, payload=payload, run_at=run_at,
                             priority=priority, key=key, max_attempts=max_attempts,
@@ -97,7 +97,7 @@ def write_tasks(df: Any, *, url: str | None = None, dsn: str | None = None,
         tasks = _partitioned(tasks, num_partitions)
 
         def save(table: str) -> None:
-            options = writer_options(target, table, dialect=dialect, batch_size=batch_size,
+            options = writer_options(target, table, dialect=dialect.name, batch_size=batch_size,
                                      extra=jdbc_options)
             tasks.write.format("jdbc").options(**options).mode("append").save()
 
@@ -106,18 +106,18 @@ def write_tasks(df: Any, *, url: str | None = None, dsn: str | None = None,
             result = WriteResult(mode, "direct")
         else:
             stage = merge.new_stage_name()
-            merge.create_stage(db, stage)
+            merge.create_stage(st, stage)
             try:
                 save(f"{merge.SCHEMA}.{stage}")
-                merged = merge.merge(db, stage, idempotent=mode == "idempotent")
+                merged = merge.merge(st, stage, idempotent=mode == "idempotent")
             finally:
-                merge.drop_stage(db, stage)
+                merge.drop_stage(st, stage)
             result = WriteResult(mode, "staged", merged.staged, merged.tasks, merged.fresh)
-        if dialect == "postgresql" and config.notify and isinstance(queue, str):
-            merge.notify(db, queue)
+        if dialect.notify and config.notify and isinstance(queue, str):
+            merge.notify(st, queue)
         return result
     finally:
-        db.close()
+        st.db.close()
 
 
 def prune_ledger(dsn: str | None = None, *, older_than_s: float = 7 * 86400) -> int:
@@ -126,20 +126,26 @@ def prune_ledger(dsn: str | None = None, *, older_than_s: float = 7 * 86400) -> 
     A re-run of a job after its ids were pruned writes its tasks again: keep them at
     least as long as a job may be re-run.  Returns how many ids were forgotten.
     """
-    target = dsn or os.environ.get("SHARDQ_DSN")
-    if not target:
+    config = load(ClientConfig, {"dsn": dsn})
+    if not config.dsn:
         raise ConfigError("name the database: prune_ledger(dsn) or SHARDQ_DSN")
-    db = Database(target, max_size=1)
+    st = _statements(config, config.dsn)
     try:
-        return merge.prune(db, older_than_s)
+        return merge.prune(st, older_than_s)
     finally:
-        db.close()
+        st.db.close()
+
+
+def _statements(config: ClientConfig, dsn: str) -> Statements:
+    """One connection's statements layer: the driver runs a few statements, one at a time."""
+    return Statements(Database.for_config(dsn, config, max_size=1), config)
 
 
 def _addresses(url: str | None, dsn: str | None,
                options: Mapping[str, str] | None) -> tuple[str, Any]:
-    """The driver's libpq DSN and the executors' JDBC target."""
-    dsn = dsn or (None if url else os.environ.get("SHARDQ_DSN"))
+    """The driver's libpq DSN and the executors' JDBC target.  Without ``dsn`` the driver
+    uses ``url``, or else the configured database (``SHARDQ_DSN``)."""
+    dsn = dsn or (None if url else load(ClientConfig).dsn)
     if not dsn and not url:
         raise ConfigError("name the database: write_tasks(df, dsn='postgresql://...') or "
                           "SHARDQ_DSN (a TCP address: JDBC cannot use a unix socket)")

@@ -15,23 +15,46 @@ empty target cools down for the whole cap at once: polling is only the safety ne
 missed notes and for scheduled tasks coming due.  When it does not, the cool-down
 starts short and doubles on each empty visit.  When every target is cooling down the
 claimer sleeps until the first is due again, or until it is woken.
+
+How many tasks a claim takes is bounded twice.  By the handlers: the buffer holds
+about as many tasks as there are free slots, plus what the slots will get through in a
+short time at the recent handler durations (the worker's ``demand``), so a worker of
+slow handlers does not hoard tasks that another worker's idle slots could run.  And by
+the prepared statements: the batch LIMIT is a literal of the claim's text, so each
+distinct size would be a statement of its own; sizes are rounded down to a power of
+two or the batch itself (:func:`claim_size`), a handful of statements per worker.
 """
 
 from __future__ import annotations
 
-import queue as queue_module
+import logging
 import threading
 import time
 from collections.abc import Callable
 
 from shardq.client import Client
+from shardq.errors import ShardqError
 from shardq.handler import Context
 from shardq.loop import Loop
+from shardq.task import Task
+from shardq.worker.buffer import Buffer
+from shardq.worker.isolation import Gate
 from shardq.worker.leases import LeaseKeeper
 from shardq.worker.metrics import Metrics
 
+log = logging.getLogger("shardq.worker")
+
 FIRST_COOLDOWN_S = 0.01
 FULL_BUFFER_WAIT_S = 0.05
+
+
+def claim_size(room: int, batch: int) -> int:
+    """The claim LIMIT for ``room`` free places (at least 1): ``batch`` when it fits, else
+    the largest power of two that does.  A worker's claims then use at most
+    log2(batch) + 2 distinct statement texts, each prepared once per connection."""
+    if room >= batch:
+        return batch
+    return 1 << (max(1, room).bit_length() - 1)
 
 
 class Schedule:
@@ -93,6 +116,20 @@ class Schedule:
         """Whether a hinted target waits to be picked."""
         return bool(self._hints)
 
+    @property
+    def hinted_targets(self) -> list[tuple[str, int]]:
+        """The hinted targets waiting to be picked, in the order they will be (a copy)."""
+        return [self.targets[i] for i in self._hints]
+
+    def index_of(self, queue: str, bucket: int) -> int:
+        """The index of target (``queue``, ``bucket``) in :attr:`targets`."""
+        return self._index[(queue, bucket)]
+
+    def cooldown_s(self, index: int) -> float:
+        """How long target ``index`` cools down after its last empty visit (0 once a
+        claim there found work, or after a reset)."""
+        return self._cooldown[index]
+
     def hint(self, queue: str, bucket: int) -> None:
         """New work in one bucket: claim from (``queue``, ``bucket``) next."""
         index = self._index.get((queue, bucket))
@@ -101,17 +138,24 @@ class Schedule:
 
 
 class Claimer(Loop[int]):
-    """Claims batches into the buffer; ``run_once`` returns tasks claimed (-1: buffer full)."""
+    """Claims batches into the buffer; ``run_once`` returns tasks claimed (-1: buffer full).
+
+    ``demand()`` is how many tasks the buffer should hold now (at most ``capacity``);
+    tasks waiting in it longer than ``max_wait_s`` go to ``give_back``.
+    """
 
     def __init__(self, name: str, client: Client, schedule: Schedule, *,
-                 buffer: queue_module.SimpleQueue[Context], capacity: int, keeper: LeaseKeeper,
-                 batch: int, lease_s: Callable[[str], float], metrics: Metrics,
+                 buffer: Buffer, capacity: int, keeper: LeaseKeeper,
+                 batch: int, lease_s: Callable[[str], float], metrics: Metrics, gate: Gate,
+                 demand: Callable[[], int], max_wait_s: float,
+                 give_back: Callable[[list[Context]], None],
                  lag: Callable[[], int] = lambda: 0) -> None:
         super().__init__(name, schedule.poll_max_s)
         self.client, self.schedule, self.buffer, self.keeper = client, schedule, buffer, keeper
         self.capacity, self.lag = capacity, lag
-        self.low_water = min(batch, capacity)
-        self.batch, self.lease_s, self.metrics = batch, lease_s, metrics
+        self.demand = demand
+        self.max_wait_s, self.give_back = max_wait_s, give_back
+        self.batch, self.lease_s, self.metrics, self.gate = batch, lease_s, metrics, gate
         self._reset_lock = threading.Lock()
         self._wait_s = 0.0
         self._claiming = False
@@ -129,14 +173,21 @@ class Claimer(Loop[int]):
 
     def run_once(self) -> int:
         """One claim on the next due target, sized to the room left in the buffer."""
-        # The buffer itself is unbounded so a put never blocks; claimers keep it near
-        # ``capacity`` (concurrent claimers may overshoot by a batch each), less the
-        # completer's lag (see Completer.lag).
-        room = self.capacity - self.buffer.qsize() - self.lag()
-        # Wait for room for a whole batch while the buffer still feeds the handlers:
-        # claiming whatever room a single finished task made would mean one tiny claim
-        # per task.
-        if room <= 0 or (room < self.low_water and not self.buffer.empty()):
+        stale = self.buffer.take_older_than(self.max_wait_s)
+        if stale:  # the handlers are slower than the demand assumed: let others run these
+            self.give_back(stale)
+        # The buffer itself is unbounded so a put never blocks; claimers keep it near the
+        # demand, at most ``capacity`` (concurrent claimers may overshoot by a batch each),
+        # less the completer's lag (see Completer.lag).
+        target = min(self.capacity, self.demand())
+        room = target - self.buffer.qsize() - self.lag()
+        # Wait for room for a whole batch (or half the target) while the buffer still
+        # feeds the handlers: claiming whatever room a single finished task made would
+        # mean one tiny claim per task.  Claim nothing while a suspect task waits to run
+        # alone.
+        low_water = min(self.batch, max(1, target // 2))
+        if (room <= 0 or (room < low_water and not self.buffer.empty())
+                or self.gate.isolating):
             self._wait_s = FULL_BUFFER_WAIT_S
             return -1
         with self._reset_lock:
@@ -145,7 +196,7 @@ class Claimer(Loop[int]):
             self._wait_s = wait_s
             return 0
         queue, bucket = self.schedule.targets[index]
-        limit = min(self.batch, room)
+        limit = claim_size(room, self.batch)
         self._claiming = True
         try:
             tasks = self.client.claim_bucket(queue, bucket, limit=limit,
@@ -157,10 +208,34 @@ class Claimer(Loop[int]):
         if tasks:
             self.metrics.claimed.labels(queue).inc(len(tasks))
             self.metrics.batch_fill.observe(len(tasks) / limit)
-            for context in self.keeper.hold(tasks):
+            for context in self.keeper.hold(self._isolated(tasks)):
                 self.buffer.put(context)
         self._wait_s = 0.0
         return len(tasks)
+
+    def _isolated(self, tasks: list[Task]) -> list[Task]:
+        """The tasks to run: a batch with a suspect keeps only that one, which then runs
+        alone, and gives the others back at once (no attempt is counted): a second
+        suspect held beside the first would die with it if the first is the culprit."""
+        suspects = [t for t in tasks if t.suspect][:1]
+        if not suspects:
+            return tasks
+        others = [t for t in tasks if t is not suspects[0]]
+        self.gate.expect(len(suspects))
+        if others:
+            try:
+                self.client.release_many(others)
+            except ShardqError:
+                log.exception("giving back %d task(s) claimed beside a suspect failed; "
+                              "they return when their lease expires", len(others))
+        log.warning("running %d suspect task(s) alone (their last lease expired without a "
+                    "result): %s", len(suspects), [str(t.id) for t in suspects])
+        return suspects
+
+    @property
+    def claiming(self) -> bool:
+        """Whether a claim statement of this claimer is in flight."""
+        return self._claiming
 
     @property
     def starved(self) -> bool:

@@ -1,8 +1,9 @@
 """Batched acks and nacks: outcomes wait a few milliseconds and are written together.
 
 Writing many outcomes per statement is the largest throughput lever of a SQL
-queue.  A crash before a flush loses nothing: those tasks' leases expire and they
-run again (at-least-once).
+queue.  While an outcome waits, the lease keeper still extends its task's lease.
+A crash before a flush loses nothing: those tasks' leases expire and they run again
+(at-least-once).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from shardq.client import Client
-from shardq.errors import LeaseLost, ShardqError
+from shardq.errors import ConnectionLost, LeaseLost, ShardqError, Unavailable
 from shardq.loop import Loop
 from shardq.task import Task
 from shardq.worker.metrics import Metrics
@@ -37,9 +38,11 @@ class Completer(Loop[int]):
     """Buffers outcomes and writes them in batches; ``run_once`` flushes and returns the count."""
 
     def __init__(self, client: Client, metrics: Metrics, *, batch: int, flush_ms: int,
+                 release: Callable[[list[Task]], list[Task]],
                  written: Callable[[], None] = lambda: None) -> None:
         super().__init__("shardq-completer", flush_ms / 1000)
         self.client, self.metrics, self.batch, self.written = client, metrics, batch, written
+        self.release = release
         self._pending: list[Outcome] = []
         self._writing = 0  # outcomes taken by run_once and not yet written
         self._lock = threading.Lock()
@@ -67,7 +70,11 @@ class Completer(Loop[int]):
         for start in range(0, len(outcomes), self.batch):
             chunk = outcomes[start:start + self.batch]
             try:
-                self._write([o for o in chunk if o.ok], [o for o in chunk if not o.ok])
+                # Heartbeats keep these tasks' leases until here; a task whose lease
+                # was lost meanwhile may run elsewhere, so its outcome is dropped.
+                kept = {t.id for t in self.release([o.task for o in chunk])}
+                chunk_kept = [o for o in chunk if o.task.id in kept]
+                self._write([o for o in chunk_kept if o.ok], [o for o in chunk_kept if not o.ok])
             finally:
                 with self._lock:
                     self._writing -= len(chunk)
@@ -82,27 +89,43 @@ class Completer(Loop[int]):
 
     def _write(self, acks: list[Outcome], fails: list[Outcome]) -> None:
         if acks:
-            self._settle(acks, lambda tasks: self.client.ack_many(tasks))
+            self._settle(acks, self._ack)
             for queue, n in Counter(o.task.queue for o in acks).items():
                 self.metrics.acked.labels(queue).inc(n)
         if fails:
-            self._settle(fails, lambda tasks: self.client.nack_many(
-                tasks, [o.error for o in fails], retry_in_s=[o.retry_in_s for o in fails],
-                dead=[o.dead for o in fails]))
+            self._settle(fails, self._nack)
             for o in fails:
                 dead = o.dead or o.task.is_last_attempt
                 (self.metrics.dead if dead else self.metrics.failed).labels(o.task.queue).inc()
 
-    def _settle(self, outcomes: list[Outcome], write: Callable[[list[Task]], None]) -> None:
-        tasks = [o.task for o in outcomes]
+    def _ack(self, outcomes: list[Outcome]) -> None:
+        self.client.ack_many([o.task for o in outcomes])
+
+    def _nack(self, outcomes: list[Outcome]) -> None:
+        self.client.nack_many([o.task for o in outcomes], [o.error for o in outcomes],
+                              retry_in_s=[o.retry_in_s for o in outcomes],
+                              dead=[o.dead for o in outcomes])
+
+    def _settle(self, outcomes: list[Outcome], write: Callable[[list[Outcome]], None]) -> None:
+        """Write outcomes with one statement; if that fails for one bad outcome, write them
+        one by one, so that only the bad one is lost."""
         try:
-            write(tasks)
+            write(outcomes)
         except LeaseLost as lost:
             for o in outcomes:
                 if o.task.id in lost.task_ids:
                     self.metrics.lease_lost.labels(o.task.queue).inc()
             log.warning("%d outcome(s) discarded: lease lost (the tasks will run again)",
                         len(lost.task_ids))
-        except ShardqError:
+        except ShardqError as exc:
+            # Without the database, writing them one by one would fail the same way.
+            if len(outcomes) > 1 and not isinstance(exc, Unavailable | ConnectionLost):
+                log.warning("writing %d outcome(s) failed (%s); writing them one by one",
+                            len(outcomes), exc)
+                for outcome in outcomes:
+                    self._settle([outcome], write)
+                return
             # The leases will expire and the janitor will put the tasks back.
-            log.exception("writing %d outcome(s) failed; the tasks will run again", len(tasks))
+            log.error("writing %d outcome(s) failed (task %s, ...): %s; the tasks will run "
+                      "again", len(outcomes), outcomes[0].task.id, exc)
+

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shardq.config import check_positive, setting
+from shardq.config import DAY_S, check_settings, setting
 from shardq.errors import ConfigError
+from shardq.validate import MAX_CLAIM, QUEUE_NAME
+
+HOUR_MS = 3_600_000
+MAX_PORT = 65535
 
 
 @dataclass(frozen=True)
@@ -13,25 +17,53 @@ class WorkerConfig:
     """How ``shardq consume`` claims and runs tasks."""
 
     queue: tuple[str, ...] = setting((), "queue to consume (default: all the app's queues)")
-    concurrency: int = setting(8, "handlers running at once (per process)")
-    processes: int = setting(1, "worker processes, each with its own claimers and handlers")
-    claimers: int = setting(2, "claiming threads (scale out with more worker processes)")
-    batch: int = setting(100, "most tasks one claim takes")
-    poll_max_ms: int = setting(1000, "longest a bucket goes unvisited when all were empty")
-    janitors: int = setting(1, "janitor threads in this process (0: none)")
-    janitor_interval_s: float = setting(1.0, "pause between janitor passes")
-    metrics_port: int = setting(0, "serve Prometheus metrics on this port (0: off)")
+    concurrency: int = setting(8, "handlers running at once (per process)", low=1, high=4096)
+    processes: int = setting(1, "worker processes, each with its own claimers and handlers",
+                             low=1, high=256)
+    claimers: int = setting(2, "claiming threads (scale out with more worker processes)",
+                            low=1, high=64)
+    batch: int = setting(100, "most tasks one claim takes", low=1, high=MAX_CLAIM)
+    prefetch_max_s: float = setting(
+        1.0, "longest a claimed task waits in the prefetch buffer before it is given back "
+             "(the buffer holds what the free slots take in about a quarter of it)",
+        low=0.01, high=DAY_S)
+    poll_max_ms: int = setting(1000, "longest a bucket goes unvisited when all were empty",
+                               low=1, high=HOUR_MS)
+    janitors: int = setting(1, "janitor threads in this process (0: none)", low=0, high=16)
+    metrics_port: int = setting(0, "serve Prometheus metrics on this port (0: off)",
+                                low=0, high=MAX_PORT)
     metrics_host: str = setting("127.0.0.1", "address the metrics endpoint listens on")
     log_format: str = setting("text", "log lines as 'text' or 'json'")
-    shutdown_grace_s: float = setting(30.0, "how long running handlers may finish on shutdown")
-    ack_batch: int = setting(200, "acks and nacks written in one statement at most")
-    ack_flush_ms: int = setting(5, "longest an ack or nack waits to be written")
+    shutdown_grace_s: float = setting(30.0, "how long running handlers may finish on shutdown",
+                                      low=0.001, high=DAY_S)
+    ack_batch: int = setting(200, "acks and nacks written in one statement at most",
+                             low=1, high=MAX_CLAIM)
+    ack_flush_ms: int = setting(5, "longest an ack or nack waits to be written",
+                                low=1, high=60_000)
     listen: bool = setting(True, "LISTEN for enqueue notifications (PostgreSQL)")
+    sample_stats: bool = setting(True, "sample the queues' figures into the metrics (with "
+                                       "--processes, the first process only)")
+    slo_s: float = setting(0.0, "process-by budget per task for the metrics' SLO forecasts "
+                                "(0: none)", low=0.0, high=DAY_S)
+    periodic_interval_s: float = setting(1.0, "how often the app's periodic schedules are "
+                                              "checked for a due slot")
 
     def __post_init__(self) -> None:
-        check_positive(self, "concurrency", "processes", "claimers", "batch", "poll_max_ms",
-                       "janitor_interval_s", "shutdown_grace_s", "ack_batch", "ack_flush_ms")
-        if self.janitors < 0 or self.metrics_port < 0:
-            raise ConfigError("janitors and metrics_port must not be negative")
+        check_settings(self)
         if self.log_format not in ("text", "json"):
             raise ConfigError(f"log_format must be 'text' or 'json', got {self.log_format!r}")
+        for name in self.queue:
+            if not QUEUE_NAME.fullmatch(name):
+                raise ConfigError(f"--queue {name!r} is not a queue name: use 1-128 letters, "
+                                  "digits, '_', '.', ':' or '-', starting with a letter or digit")
+        if self.metrics_port and self.metrics_port + self.processes - 1 > MAX_PORT:
+            raise ConfigError(f"metrics_port {self.metrics_port} + one port per process "
+                              f"({self.processes}) goes past {MAX_PORT}")
+
+    @property
+    def connections(self) -> int:
+        """Database connections one worker process uses at most: one per claimer and
+        janitor, and one each for the lease keeper, the completer, the stats sampler, the
+        periodic schedules and giving tasks back on shutdown, with one to spare for
+        handlers that enqueue."""
+        return self.claimers + self.janitors + 6

@@ -7,10 +7,13 @@ the grace period, writes every outcome, and gives back what is still running.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 import queue as queue_module
 import random
 import threading
+import time
 from typing import Any
 
 from shardq.app import App
@@ -19,36 +22,23 @@ from shardq.clock import Clock
 from shardq.config import ClientConfig
 from shardq.errors import ConfigError, LeaseLost
 from shardq.handler import Context
-from shardq.janitor import Janitor
 from shardq.loop import Loop
+from shardq.periodic import PeriodicLoop, register
 from shardq.validate import queue_name
+from shardq.worker.buffer import Buffer
 from shardq.worker.claimer import Claimer, Schedule
 from shardq.worker.completer import Completer, Outcome
 from shardq.worker.config import WorkerConfig
-from shardq.worker.leases import LeaseKeeper
+from shardq.worker.isolation import Gate
+from shardq.worker.leases import HEARTBEAT_FRACTION, LeaseKeeper
 from shardq.worker.metrics import Metrics
 from shardq.worker.notifier import Listener
+from shardq.worker.observe import MeteredJanitor, StatsSampler
 from shardq.worker.slots import Slots
 
 log = logging.getLogger("shardq.worker")
 
-STATS_INTERVAL_S = 10.0
-
-
-class StatsSampler(Loop[int]):
-    """Samples each queue's depth and oldest eligible age into the metrics."""
-
-    def __init__(self, client: Client, queues: list[str], metrics: Metrics) -> None:
-        super().__init__("shardq-stats", STATS_INTERVAL_S)
-        self.client, self.queues, self.metrics = client, queues, metrics
-
-    def run_once(self) -> int:
-        """One sample of every queue; returns how many were sampled."""
-        for queue in self.queues:
-            stats = self.client.stats(queue)
-            self.metrics.depth.labels(queue).set(stats["available"])
-            self.metrics.oldest.labels(queue).set(stats["oldest_eligible_age_s"] or 0)
-        return len(self.queues)
+FLUSH_RESERVE_S = 5.0  # of a shutdown's grace, kept for writing the last outcomes
 
 
 class Worker:
@@ -60,29 +50,37 @@ class Worker:
         queues = [queue_name(q) for q in (config.queue or app.queues)]
         if not queues:
             raise ConfigError("nothing to consume: the app has no tasks and no --queue was given")
-        self.client = Client(config=client_config, clock=clock)
+        leases = {q: app.lease_s(q, client_config.lease_s) for q in queues}
+        # Every statement must end well within a lease, or a stalled one outlives it:
+        # a heartbeat that waited longer than lease_s / 3 would let leases lapse.
+        deadline = min(client_config.statement_timeout_s,
+                       min(leases.values()) / HEARTBEAT_FRACTION)
+        self.client = Client(config=dataclasses.replace(
+            client_config, pool_max_size=max(client_config.pool_max_size, config.connections),
+            statement_timeout_s=deadline), clock=clock)
         app.use_client(self.client)
-        # One connection per claimer and janitor, plus the lease keeper, the completer,
-        # the stats sampler and handlers that enqueue.
-        needed = config.claimers + config.janitors + 5
-        if client_config.pool_max_size < needed:
-            self.client.db.pool.resize(min_size=1, max_size=needed)
         self.queues = queues
         self.metrics = Metrics()
-        self.buffer: queue_module.SimpleQueue[Context] = queue_module.SimpleQueue()
-        leases = {q: app.lease_s(q, client_config.lease_s) for q in queues}
+        # Two batches: one claim can be in flight while a batch still feeds the handlers.
+        self.capacity = max(2 * config.batch, config.concurrency)
+        self.buffer = Buffer()
         self.keeper = LeaseKeeper(self.client, max(leases.values()), self.metrics)
         self.completer = Completer(self.client, self.metrics, batch=config.ack_batch,
-                                   flush_ms=config.ack_flush_ms, written=self._made_room)
+                                   flush_ms=config.ack_flush_ms, release=self.keeper.let_go,
+                                   written=self._made_room)
+        self.gate = Gate(on_clear=self._wake_claimers)
         self.slots = Slots(app, self.buffer, concurrency=config.concurrency, report=self._report,
-                           taken=self._made_room, metrics=self.metrics)
-        self.listener = (Listener(self.client.db.dsn, set(queues), self._heard)
-                         if config.listen and self.client.dialect == "postgresql" else None)
+                           taken=self._made_room, metrics=self.metrics, gate=self.gate)
+        self.listener = (Listener(self.client.db.dsn, set(queues), self._heard,
+                                  connect_timeout_s=client_config.connect_timeout_s)
+                         if config.listen and self.client.dialect.notify else None)
         self.claimers = self._claimers(queues, leases)
-        self.janitors = [Janitor(self.client, config.janitor_interval_s)
+        self.janitors = [MeteredJanitor(self.client, self.metrics)
                          for _ in range(config.janitors)]
-        self.sampler = (StatsSampler(self.client, queues, self.metrics)
-                        if config.metrics_port else None)
+        self.sampler = (StatsSampler(self.client, queues, self.metrics, config.slo_s or None)
+                        if config.metrics_port and config.sample_stats else None)
+        self.periodic = (PeriodicLoop(self.client.statements, list(app.schedules),
+                                      config.periodic_interval_s) if app.schedules else None)
         self._turn = 0
         self._state_lock = threading.Lock()
         self._started = self._stopped = False
@@ -91,21 +89,36 @@ class Worker:
         count = self.config.claimers
         targets = [(q, b) for b in range(self.client.bucket_count) for q in queues]
         base = random.randrange(len(targets))
-        # Two batches: one claim can be in flight while a batch still feeds the handlers.
-        capacity = max(2 * self.config.batch, self.config.concurrency)
         return [Claimer(f"shardq-claimer-{i}", self.client,
                         Schedule(targets, base + i * len(targets) // count,
                                  self.config.poll_max_ms / 1000, share=count,
                                  listening=self.listener is not None),
-                        buffer=self.buffer, capacity=capacity, keeper=self.keeper,
+                        buffer=self.buffer, capacity=self.capacity, keeper=self.keeper,
                         batch=self.config.batch, lease_s=leases.__getitem__,
-                        metrics=self.metrics, lag=self.completer.lag)
+                        metrics=self.metrics, gate=self.gate, lag=self.completer.lag,
+                        demand=self._demand, max_wait_s=self.config.prefetch_max_s,
+                        give_back=self._give_back_waiting)
                 for i in range(count)]
 
+    def _demand(self) -> int:
+        """How many tasks the prefetch buffer should hold: one per free slot, and what the
+        slots get through in a quarter of ``prefetch_max_s`` at the recent handler
+        durations (none before a handler finished: the first tasks could be slow ones).
+        A task prefetched so then waits well within ``prefetch_max_s``; the claimers cap
+        the buffer at ``capacity`` whatever the rate."""
+        rate = self.slots.rate()
+        ahead = 0 if rate is None else math.floor(rate * self.config.prefetch_max_s / 4)
+        return self.slots.free + ahead
+
+    def _give_back_waiting(self, contexts: list[Context]) -> None:
+        self.gate.forget(sum(1 for c in contexts if c.task.suspect))
+        self._give_back(contexts, f"waiting over {self.config.prefetch_max_s:g}s for a slot")
+
     def _report(self, context: Context, outcome: Outcome) -> None:
-        if self.keeper.let_go(context):
+        if not context.cancelled:
             self.completer.add(outcome)
         # else: the lease was lost; another worker may hold the task, so the result is dropped.
+        self._made_room()  # a slot is free: the demand grew
 
     def _made_room(self) -> None:
         # One waiting claimer is enough: it claims a batch, and waking them all would
@@ -114,6 +127,10 @@ class Worker:
             if claimer.starved:
                 claimer.wake()
                 return
+
+    def _wake_claimers(self) -> None:
+        for claimer in self.claimers:
+            claimer.wake()
 
     def _heard(self, queue: str | None, bucket: int | None) -> None:
         if queue is None or bucket is None:  # work in many buckets, or notes were missed
@@ -131,7 +148,7 @@ class Worker:
 
     def _loops(self) -> list[Loop[Any]]:
         loops: list[Loop[Any]] = [self.completer, self.keeper, *self.janitors]
-        return [*loops, self.sampler] if self.sampler else loops
+        return loops + [loop for loop in (self.sampler, self.periodic) if loop is not None]
 
     def start(self) -> None:
         """Start every part (no-op when started)."""
@@ -139,6 +156,8 @@ class Worker:
             if self._started:
                 return
             self._started = True
+        # The app's schedules, as the code now defines them, before any slot is fired.
+        register(self.client.statements, list(self.app.schedules.values()), self.queues)
         if self.config.metrics_port:
             self.metrics.serve(self.config.metrics_port, self.config.metrics_host)
         for loop in self._loops():
@@ -160,16 +179,28 @@ class Worker:
                 return
             self._stopped = True
         grace = self.config.shutdown_grace_s if grace_s is None else grace_s
+        end = time.monotonic() + grace
+        # Whatever the network does, no statement (nor retry) outlives the grace; the
+        # last part of it is kept for writing the outcomes of handlers that finished.
+        self.client.db.finish_within(grace)
+        handlers_end = end - min(FLUSH_RESERVE_S, grace / 4)
+
+        def left(until: float = end) -> float:
+            return max(0.0, until - time.monotonic())
+
         if self.listener:
-            self.listener.stop()
+            self.listener.stop(0)  # it ends within a second; waited for last
         for claimer in self.claimers:
-            claimer.stop()
+            claimer.stop(left(handlers_end))
         self.slots.close()
         self._give_back(self._drain_buffer(), "prefetched")
-        self._give_back(self.slots.join(grace), "still running after the grace period")
+        self._give_back(self.slots.join(left(handlers_end)),
+                        "still running after the grace period")
         for loop in self._loops():
-            loop.stop()
+            loop.stop(left())
         self.completer.run_once()
+        if self.listener:
+            self.listener.stop(left())
         self.client.close()
         log.info("stopped")
 
@@ -179,10 +210,11 @@ class Worker:
             try:
                 drained.append(self.buffer.get_nowait())
             except queue_module.Empty:
+                self.gate.forget(sum(1 for c in drained if c.task.suspect))
                 return drained
 
     def _give_back(self, contexts: list[Context], why: str) -> None:
-        tasks = [c.task for c in contexts if self.keeper.let_go(c)]
+        tasks = self.keeper.let_go([c.task for c in contexts])
         for context in contexts:  # a handler still running learns its result is not wanted
             context.lose()
         if not tasks:

@@ -1,7 +1,8 @@
-"""The leases a worker holds: every claimed task until its outcome is handed on.
+"""The leases a worker holds: every claimed task until its outcome is written.
 
-The heartbeat extends them all at a fraction of the lease, so a long handler (or a
-task waiting in the prefetch buffer) keeps its lease while the worker is alive.
+The heartbeat extends them all at a fraction of the lease, so a long handler, a
+task waiting in the prefetch buffer, or an outcome waiting for the completer keeps
+its lease while the worker is alive.
 When an extension finds a lease lost, the task's handler is told through its
 context (async handlers are cancelled) and its result will be discarded.
 """
@@ -41,20 +42,20 @@ class LeaseKeeper(Loop[int]):
                 self._held[context.task.id] = context
         return contexts
 
-    def let_go(self, context: Context) -> bool:
-        """Stop tracking a task before its outcome is written; False if its lease was lost.
+    def let_go(self, tasks: list[Task]) -> list[Task]:
+        """Stop tracking tasks whose outcome is about to be written; returns those whose
+        lease is still held (the others' outcomes must be dropped).
 
-        Takes the lock, so an extension in flight finishes first and the task's
-        address (its exec_time) is final when the outcome is written.
+        Takes the lock, so an extension in flight finishes first: its statement and
+        the outcome's never cross.
         """
+        kept = []
         with self._lock:
-            self._held.pop(context.task.id, None)
-        return not context.cancelled
-
-    def held(self) -> list[Context]:
-        """The contexts of every task still held."""
-        with self._lock:
-            return list(self._held.values())
+            for task in tasks:
+                context = self._held.pop(task.id, None)
+                if context is not None and not context.cancelled:
+                    kept.append(task)
+        return kept
 
     def run_once(self) -> int:
         """Extend every held lease to ``lease_s`` from now."""

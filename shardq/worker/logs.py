@@ -4,11 +4,42 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import time
+from collections.abc import Callable, Hashable
 from datetime import UTC, datetime
 
-from shardq.db import redact
+from shardq.redaction import redact
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+REPEAT_INTERVAL_S = 10.0
+
+
+class RateLimit:
+    """At most one log line per key every ``interval_s``, counting the lines held back.
+
+    A failure that repeats for every task of a queue (a missing handler, a database
+    that is down) would otherwise write one line per task: thousands a second.
+    """
+
+    def __init__(self, interval_s: float = REPEAT_INTERVAL_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval_s, self.clock = interval_s, clock
+        self._last: dict[Hashable, float] = {}
+        self._held: dict[Hashable, int] = {}
+        self._lock = threading.Lock()
+
+    def allow(self, key: Hashable) -> int | None:
+        """None to hold this line back; else how many lines of ``key`` were held back
+        since the last one let through."""
+        with self._lock:
+            now = self.clock()
+            last = self._last.get(key)
+            if last is not None and now - last < self.interval_s:
+                self._held[key] = self._held.get(key, 0) + 1
+                return None
+            self._last[key] = now
+            return self._held.pop(key, 0)
 
 
 class JsonFormatter(logging.Formatter):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable
 
@@ -25,32 +26,35 @@ class Listener:
     """
 
     def __init__(self, dsn: str, queues: set[str],
-                 on_notify: Callable[[str | None, int | None], None]) -> None:
+                 on_notify: Callable[[str | None, int | None], None], *,
+                 connect_timeout_s: float = 5.0) -> None:
         self.dsn, self.queues, self.on_notify = dsn, queues, on_notify
+        self.connect_timeout = max(2, math.ceil(connect_timeout_s))  # libpq: whole seconds
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="shardq-listen", daemon=True)
-        self.heard = 0
 
     def start(self) -> None:
         """Start listening."""
         self._thread.start()
 
-    def stop(self) -> None:
-        """Stop listening (within about a second)."""
+    def stop(self, timeout_s: float = IDLE_CHECK_S * 3) -> None:
+        """Stop listening: the thread ends within about a second; wait up to ``timeout_s``
+        for it (0: only ask)."""
         self._stop.set()
-        self._thread.join(timeout=IDLE_CHECK_S * 3)
+        if timeout_s > 0 and self._thread.is_alive():
+            self._thread.join(timeout=timeout_s)
 
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                with psycopg.connect(self.dsn, autocommit=True) as conn:
+                with psycopg.connect(self.dsn, autocommit=True,
+                                     connect_timeout=self.connect_timeout) as conn:
                     conn.execute("LISTEN " + CHANNEL)
                     self.on_notify(None, None)
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=IDLE_CHECK_S):
                             queue, _, bucket = note.payload.partition(":")
                             if queue in self.queues:
-                                self.heard += 1
                                 self.on_notify(queue, int(bucket) if bucket.isdigit() else None)
             except psycopg.Error as exc:
                 log.warning("LISTEN connection lost (%s); polling until it is back", exc)

@@ -9,10 +9,10 @@ so a Ctrl-C in a terminal reaches them once, through the supervisor; each stops 
 single-process worker does (gracefully on the first signal, at once on the second).
 
 Only the first child runs janitors (one janitor per machine is plenty: janitors are
-safe but redundant in parallel).  With ``--metrics-port P`` child *i* serves metrics on
-port P + *i*.  If a child exits on its own, the supervisor stops the others and exits
-non-zero so that the process manager restarts the whole group; a child whose
-supervisor is gone stops by itself.
+safe but redundant in parallel) and samples the queues' figures into its metrics.
+With ``--metrics-port P`` child *i* serves metrics on port P + *i*.  If a child exits
+on its own, the supervisor stops the others and exits non-zero so that the process
+manager restarts the whole group; a child whose supervisor is gone stops by itself.
 """
 
 from __future__ import annotations
@@ -39,10 +39,11 @@ JOIN_STEP_S = 0.5
 
 
 def child_config(config: WorkerConfig, index: int) -> WorkerConfig:
-    """The settings of child ``index``: one process, janitors in the first only, and a
-    metrics port of its own."""
+    """The settings of child ``index``: one process, janitors and the queue figures'
+    sampling in the first only, and a metrics port of its own."""
     return dataclasses.replace(
         config, processes=1, janitors=config.janitors if index == 0 else 0,
+        sample_stats=config.sample_stats and index == 0,
         metrics_port=config.metrics_port + index if config.metrics_port else 0)
 
 

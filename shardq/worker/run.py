@@ -20,6 +20,8 @@ from shardq.worker.daemon import Worker
 
 log = logging.getLogger("shardq.worker")
 
+EXIT_RESERVE_S = 1.0  # of a shutdown's grace, kept for the process to exit
+
 
 def load_target(target: str, queues: tuple[str, ...]) -> App:
     """``module:app`` gives that App; ``module:function`` a raw handler for ``--queue``."""
@@ -59,7 +61,8 @@ def run(target: str, client_config: ClientConfig, config: WorkerConfig) -> int:
 
 
 def serve(target: str, client_config: ClientConfig, config: WorkerConfig) -> int:
-    """Run one worker in this process; a second signal exits at once."""
+    """Run one worker in this process until a signal, then end the process (exit 0 once
+    the worker stopped gracefully; a second signal exits at once, with 1)."""
     app = load_target(target, config.queue)
     worker = Worker(app, client_config, config)
     stop = threading.Event()
@@ -81,5 +84,12 @@ def serve(target: str, client_config: ClientConfig, config: WorkerConfig) -> int
     worker.start()
     while not stop.wait(3600):
         pass
-    worker.stop()
-    return 0
+    # The process must be gone within the grace: keep a moment of it for the exit itself.
+    grace = config.shutdown_grace_s
+    worker.stop(grace - min(EXIT_RESERVE_S, grace / 10))
+    # Everything is settled or given back.  Leave without the interpreter's teardown,
+    # which would wait on threads still blocked on a silent network.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

@@ -1,7 +1,8 @@
 """Handler slots: threads that take claimed tasks from the buffer and run their handlers.
 
 Sync handlers run in the slot's thread; async handlers run on one shared event
-loop while the slot waits for them, so ``concurrency`` bounds both kinds.
+loop while the slot waits for them, so ``concurrency`` bounds both kinds.  A suspect
+task runs alone (:mod:`shardq.worker.isolation`).
 """
 
 from __future__ import annotations
@@ -15,21 +16,27 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from shardq.app import App
+from shardq.app import App, NoHandler
 from shardq.handler import Context, Fail, Retry, bind, unbind
+from shardq.validate import error_text
+from shardq.worker.buffer import Buffer
 from shardq.worker.completer import Outcome
+from shardq.worker.isolation import Gate
+from shardq.worker.logs import RateLimit
 from shardq.worker.metrics import Metrics
 
 log = logging.getLogger("shardq.worker")
 
-MAX_ERROR_CHARS = 4000
 TAKE_TIMEOUT_S = 0.1
+# Weight of the newest handler duration in the moving average (about the last 20 runs).
+DURATION_WEIGHT = 0.05
+MIN_DURATION_S = 1e-6
 
 
 def describe(exc: BaseException) -> str:
-    """The error text stored with a failed task: type, message and the traceback's tail."""
-    text = "".join(traceback.format_exception(exc))
-    return text[-MAX_ERROR_CHARS:]
+    """The error text stored with a failed task: its traceback, made storable by
+    :func:`shardq.validate.error_text` (passwords masked, NULs removed, cut to size)."""
+    return error_text("".join(traceback.format_exception(exc)))
 
 
 class EventLoopThread:
@@ -50,15 +57,20 @@ class EventLoopThread:
 class Slots:
     """``concurrency`` threads running handlers; outcomes go to ``report``."""
 
-    def __init__(self, app: App, buffer: queue_module.SimpleQueue[Context], *, concurrency: int,
+    def __init__(self, app: App, buffer: Buffer, *, concurrency: int,
                  report: Callable[[Context, Outcome], None], taken: Callable[[], None],
-                 metrics: Metrics) -> None:
+                 metrics: Metrics, gate: Gate) -> None:
         self.app, self.buffer, self.report, self.taken = app, buffer, report, taken
+        self.concurrency = concurrency
+        self._mean_s: float | None = None  # handler durations, a moving average
+        self.gate = gate
         self.metrics = metrics
         self._stop = threading.Event()
         self._running: dict[int, Context] = {}
+        self._started: dict[int, float] = {}  # when each running handler started
         self._durations: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self._warnings = RateLimit()
         self._events = EventLoopThread()
         self._threads = [threading.Thread(target=self._serve, name=f"shardq-slot-{i}",
                                           daemon=True) for i in range(concurrency)]
@@ -72,6 +84,25 @@ class Slots:
         """Contexts of the tasks whose handlers are running now."""
         with self._lock:
             return list(self._running.values())
+
+    @property
+    def free(self) -> int:
+        """How many slots run no handler now."""
+        with self._lock:
+            return self.concurrency - len(self._running)
+
+    def rate(self) -> float | None:
+        """Tasks per second the slots get through at the recent handler durations, or at
+        the age of the oldest running handler when that is longer (handlers that became
+        slow, or hang); None before a handler finished."""
+        mean = self._mean_s
+        if mean is None:
+            return None
+        with self._lock:
+            oldest = min(self._started.values(), default=None)
+        if oldest is not None:
+            mean = max(mean, time.perf_counter() - oldest)
+        return self.concurrency / max(mean, MIN_DURATION_S)
 
     def close(self) -> None:
         """Take no new tasks from the buffer."""
@@ -96,18 +127,28 @@ class Slots:
             self.taken()
             with self._lock:
                 self._running[me] = context
+                self._started[me] = time.perf_counter()
             try:
-                self.report(context, self._run(context))
+                with self.gate.enter(exclusive=context.task.suspect):
+                    if not context.cancelled:  # given back while it waited at the gate
+                        self.report(context, self._run(context))
             finally:
                 with self._lock:
                     self._running.pop(me, None)
+                    self._started.pop(me, None)
 
     def _run(self, context: Context) -> Outcome:
         task = context.task
         start = time.perf_counter()
-        token = bind(context)
         try:
             handler = self.app.resolve(task)
+        except NoHandler as exc:
+            # Dead at once: another attempt would find no handler either, and a worker
+            # of another app is not meant to share this queue.
+            self._warn(task, exc)
+            return Outcome(task, ok=False, error=error_text(str(exc)), dead=True)
+        token = bind(context)
+        try:
             if handler.is_async:
                 result: Any = handler.call(task.payload)
                 context.future = asyncio.run_coroutine_threadsafe(
@@ -117,7 +158,7 @@ class Slots:
                 handler.call(task.payload)
             return Outcome(task, ok=True)
         except Retry as exc:
-            return Outcome(task, ok=False, error=str(exc), retry_in_s=exc.in_s)
+            return Outcome(task, ok=False, error=error_text(str(exc)), retry_in_s=exc.in_s)
         except Fail as exc:
             return self._failed(task, exc, dead=True)
         except BaseException as exc:  # a handler's failure is the task's
@@ -129,14 +170,27 @@ class Slots:
             duration = self._durations.get(task.queue)
             if duration is None:  # labels() looks the child up under a lock every time
                 duration = self._durations[task.queue] = self.metrics.duration.labels(task.queue)
-            duration.observe(time.perf_counter() - start)
+            took = time.perf_counter() - start
+            duration.observe(took)
+            # A race between slots loses one sample at worst: no lock on the hot path.
+            mean = self._mean_s
+            self._mean_s = took if mean is None else mean + DURATION_WEIGHT * (took - mean)
 
     def _failed(self, task: Any, exc: BaseException, *, dead: bool) -> Outcome:
-        log.warning("task %s (queue %s, attempt %d/%d) failed: %s: %s", task.id, task.queue,
-                    task.attempts, task.max_attempts, type(exc).__name__, exc,
+        self._warn(task, exc)
+        return Outcome(task, ok=False, error=describe(exc), dead=dead)
+
+    def _warn(self, task: Any, exc: BaseException) -> None:
+        """Log a failure; one line per queue and error type every few seconds at most."""
+        held = self._warnings.allow((task.queue, type(exc).__name__))
+        if held is None:
+            return
+        more = (f" ({held} more {type(exc).__name__} failure(s) on this queue were not logged "
+                f"in the last {self._warnings.interval_s:g}s)") if held else ""
+        log.warning("task %s (queue %s, attempt %d/%d) failed: %s: %s%s", task.id, task.queue,
+                    task.attempts, task.max_attempts, type(exc).__name__, exc, more,
                     extra={"task_id": task.id, "queue": task.queue, "attempt": task.attempts,
                            "error": type(exc).__name__})
-        return Outcome(task, ok=False, error=describe(exc), dead=dead)
 
 
 async def _with_context(context: Context, coroutine: Any) -> Any:

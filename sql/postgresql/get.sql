@@ -1,9 +1,8 @@
--- One task by id.  The bucket is a function of the id alone, so the lookup
--- stays within one bucket of the primary key.
+-- One task by id.  The bucket is a function of the id alone (computed by the
+-- caller, shardq.dialect), so the lookup stays within one bucket of the primary key.
 SELECT t.*,
        CASE WHEN t.status = 'available' AND t.exec_time > coalesce(%(now)s::timestamptz, now())
             THEN 'scheduled' ELSE t.status END AS state
 FROM shardq.tasks AS t
-WHERE t.bucket = mod(get_byte(uuid_send(%(id)s::uuid), 14) * 256
-                     + get_byte(uuid_send(%(id)s::uuid), 15), %(bucket_count)s)
+WHERE t.bucket = %(bucket)s
   AND t.id = %(id)s::uuid

@@ -1,6 +1,7 @@
 -- Put back a bounded batch of expired keyed tasks of one bucket that will retry,
--- merged with their key's follow-up if one waits (putback_keyed).  Keyed tasks
--- on their last attempt die in janitor_rescue like any other.
+-- merged with their key's follow-up if one waits (putback_keyed), with the attempt
+-- given back or counted as rescue_set says.  Keyed tasks that die (rescue_dies) die
+-- in janitor_rescue like any other.
 WITH c AS MATERIALIZED (
     SELECT ctid
     FROM shardq.tasks
@@ -8,7 +9,7 @@ WITH c AS MATERIALIZED (
       AND status = 'locked'
       AND exec_time <= coalesce(%(now)s::timestamptz, now())
       AND key IS NOT NULL
-      AND attempts < max_attempts
+      AND NOT {rescue_dies}
     ORDER BY exec_time
     LIMIT {limit}
     FOR UPDATE SKIP LOCKED
@@ -19,8 +20,8 @@ WITH c AS MATERIALIZED (
     USING c, clock
     WHERE t.ctid = c.ctid
     RETURNING t.*, clock.now, clock.now + {backoff} AS next_time,
-        t.attempts AS attempts_after,
-        'lease expired: the worker stopped or overran its lease'::text AS error
+        CASE WHEN {suspect} THEN t.attempts ELSE t.attempts - 1 END AS attempts_after,
+        {rescue_error} AS error
 ), ins AS (
     {putback}
 )

@@ -1,16 +1,17 @@
--- Find each claimed task `a` by its own primary-key probe, then match its lease
--- token.  A LATERAL subquery with LIMIT is never flattened into a join: as a
--- plain join, the planner (trusting statistics taken when few tasks were
--- claimed) may read every locked row of the table for each batch.
+-- Find each claimed task `a` by its id (the unique index tasks_ids), locked under its
+-- lease token: the lease may have moved the row within the primary key, the id and
+-- token name it wherever it is.  The probe is a LATERAL subquery with LIMIT, which
+-- the planner neither flattens into a join nor pushes conditions into: so it reads
+-- tasks_ids, never a partial index that statistics taken when few tasks were
+-- claimed make look small (as a join, that read every locked row for each batch).
+-- A row changed by someone else since has a new ctid, so the update passes it over.
 CROSS JOIN LATERAL (
-    SELECT r.ctid
+    SELECT r.ctid, r.status, r.lease_token
     FROM shardq.tasks AS r
-    WHERE r.bucket = a.bucket
-      AND r.queue = a.queue
-      AND r.status = 'locked'
-      AND r.exec_time = a.exec_time
-      AND r.id = a.id
+    WHERE r.id = a.id
     LIMIT 1
 ) AS located
 WHERE t.ctid = located.ctid
+  AND located.status = 'locked'
+  AND located.lease_token = a.lease_token
   AND t.lease_token = a.lease_token

@@ -4,12 +4,10 @@
 -- use_backoff; attempts_after: attempts + attempt_change.
 WITH a AS (
     SELECT * FROM unnest(
-        %(buckets)s::int2[], %(queues)s::text[], %(exec_times)s::timestamptz[],
         %(ids)s::uuid[], %(tokens)s::uuid[], %(run_ats)s::timestamptz[],
         %(delays_s)s::float8[], %(use_backoff)s::bool[], %(errors)s::text[],
         %(keep_errors)s::bool[], %(attempt_changes)s::int4[])
-        AS a(bucket, queue, exec_time, id, lease_token, run_at, delay_s, use_backoff, error,
-             keep_error, attempt_change)
+        AS a(id, lease_token, run_at, delay_s, use_backoff, error, keep_error, attempt_change)
 ), c AS (
     SELECT coalesce(%(now)s::timestamptz, now()) AS now
 ), x AS (

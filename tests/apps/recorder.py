@@ -57,8 +57,8 @@ def poison(n: int) -> None:
     raise shardq.Fail("poison message")
 
 
-@app.task(queue="slow", lease_s=2)
-def slow(n: int, seconds: float) -> None:
+def _run_for(n: int, seconds: float) -> None:
+    """Work for ``seconds``, stopping early (and recording so) if the run is cancelled."""
     started = time.time()
     while time.time() - started < seconds:
         if shardq.current().cancelled:
@@ -66,3 +66,14 @@ def slow(n: int, seconds: float) -> None:
             return
         time.sleep(0.05)
     _record(n, started, "ok")
+
+
+@app.task(queue="slow", lease_s=2)
+def slow(n: int, seconds: float) -> None:
+    _run_for(n, seconds)
+
+
+@app.task(queue="patient", lease_s=6)
+def patient(n: int, seconds: float) -> None:
+    """Like ``slow``, with a lease that a loaded machine does not let lapse."""
+    _run_for(n, seconds)

@@ -1,0 +1,128 @@
+"""The operator's commands of the ``shardq`` CLI: ``stats``, ``top``, ``queue pause|resume|
+purge`` and ``task cancel`` (registered by :func:`shardq.cli.build_parser`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from shardq.config import ClientConfig, add_arguments, from_arguments
+from shardq.errors import ConfigError
+
+if TYPE_CHECKING:
+    from shardq.client import Client
+
+Handler = Callable[[argparse.Namespace], int]
+MAX_BUDGET_S = 86_400 * 365
+
+
+def budget(raw: str) -> float:
+    """An argparse type: a number of seconds from 0 (none) to a year."""
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {raw!r}") from None
+    if not 0 <= value <= MAX_BUDGET_S:
+        raise argparse.ArgumentTypeError(f"must be between 0 and a year, got {value}")
+    return value
+
+
+def _client(args: argparse.Namespace) -> Client:
+    from shardq.client import Client  # the driver and its pool: only commands that connect
+
+    return Client(config=from_arguments(ClientConfig, args))
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """Print one queue's figures, or every queue's: a table, or JSON with --json."""
+    from shardq import dashboard, queuestats  # rich and the figures: this command only
+
+    slo = args.slo_s or None
+    with _client(args) as client:
+        if args.queue:
+            figures = [queuestats.stats(client.statements, args.queue, slo)]
+        else:
+            figures = queuestats.queues(client.statements, slo)
+    if not args.json:
+        dashboard.show(figures)
+    elif args.queue:
+        print(json.dumps(figures[0].as_dict()))
+    else:
+        print(json.dumps({f.queue: f.as_dict() for f in figures}))
+    return 0
+
+
+def cmd_top(args: argparse.Namespace) -> int:
+    """A live view of every queue's figures, refreshed every second; q quits."""
+    if not sys.stdin.isatty():
+        raise ConfigError("shardq top needs a terminal (use `shardq stats --json` in scripts)")
+    from shardq import dashboard, queuestats  # rich and the figures: this command only
+
+    with _client(args) as client:
+        dashboard.top(lambda: queuestats.queues(client.statements, args.slo_s or None))
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    """``shardq task cancel ID``: remove a waiting task, or stop a running one."""
+    with _client(args) as client:
+        done = client.cancel(args.id)
+    if done.status is None:
+        print(f"shardq: no waiting or running task {args.id} (finished, dead or never "
+              "enqueued)", file=sys.stderr)
+        return 1
+    print(f"cancelled {done.task_id} ("
+          + ("running: its handler is told at the next heartbeat" if done.was_running
+             else "waiting: removed") + ")")
+    return 0
+
+
+def cmd_queue(args: argparse.Namespace) -> int:
+    """Pause, resume or purge one queue."""
+    with _client(args) as client:
+        if args.action == "pause":
+            print(f"queue {args.queue} paused since {client.pause(args.queue).isoformat()}")
+        elif args.action == "resume":
+            print(f"queue {args.queue} " + ("resumed" if client.resume(args.queue)
+                                            else "was not paused"))
+        elif not args.yes:
+            print(f"shardq: purge deletes every waiting task of {args.queue}: add --yes",
+                  file=sys.stderr)
+            return 2
+        else:
+            print(f"purged {client.purge(args.queue)} waiting task(s) of {args.queue}")
+    return 0
+
+
+def add_commands(sub: Any,
+                 command: Callable[[str, Handler, str], argparse.ArgumentParser]) -> None:
+    """Register ``stats``, ``top`` and ``queue`` on the CLI's subparsers ``sub``
+    (``command`` adds one with the client settings)."""
+
+
+    p = command("stats", cmd_stats, "a queue's figures (or every queue's): counts, rates, "
+                                    "lag, drain and SLO forecasts")
+    p.add_argument("queue", nargs="?", help="one queue (default: every queue)")
+    p.add_argument("--json", action="store_true", help="JSON for scripts instead of a table")
+    p.add_argument("--slo-s", type=budget, default=0.0,
+                   help="process-by budget per task: adds the SLO forecasts")
+
+    p = command("top", cmd_top, "a live view of every queue, refreshed every second (q quits)")
+    p.add_argument("--slo-s", type=budget, default=0.0,
+                   help="process-by budget per task: adds the SLO forecasts")
+
+    p = sub.add_parser("queue", help="queue control: pause, resume or purge a queue")
+    p.set_defaults(handler=cmd_queue)
+    control = p.add_subparsers(dest="action", required=True)
+    actions = [control.add_parser("pause", help="hand out no task of the queue (it still "
+                                                "accepts new ones)"),
+               control.add_parser("resume", help="hand out the queue's tasks again"),
+               control.add_parser("purge", help="delete every waiting task of the queue "
+                                                "(running and dead ones stay)")]
+    actions[2].add_argument("--yes", action="store_true", help="really delete them")
+    for action in actions:
+        action.add_argument("queue")
+        add_arguments(action, ClientConfig)

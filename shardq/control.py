@@ -1,0 +1,74 @@
+"""Queue control: pause and resume a queue, cancel a task, purge a queue's waiting tasks.
+
+The paused state lives in ``shardq.queues`` and every claim checks it, so it holds
+for every worker at once and survives restarts.  A cancelled task's row is deleted:
+a waiting task is simply gone, and a running task's worker learns it at its next
+heartbeat (the lease extension finds no row), tells the handler through
+``shardq.current().cancelled`` and drops its result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from uuid import UUID
+
+from shardq import validate
+from shardq.statements import Statements
+
+PURGE_BATCH = 1000  # tasks one purge statement deletes at most: short locks, short WAL bursts
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """What :func:`cancel` did: ``status`` is the state the task was in ('available' or
+    'locked'), or None when there was nothing to cancel (finished, dead or unknown)."""
+
+    task_id: UUID
+    status: str | None
+
+    @property
+    def was_running(self) -> bool:
+        """Whether a worker held the task (its handler sees ``cancelled`` at the next
+        heartbeat)."""
+        return self.status == "locked"
+
+
+def pause(st: Statements, queue: str) -> datetime:
+    """Pause ``queue``: it keeps accepting tasks and hands out none.  Returns when it
+    was paused (the first pause's time when it already was)."""
+    row = st.one("queue_pause", {"queue": validate.queue_name(queue)})
+    paused_at: datetime = row[0]
+    return paused_at
+
+
+def resume(st: Statements, queue: str) -> bool:
+    """Resume ``queue``; returns whether it was paused."""
+    return st.one("queue_resume", {"queue": validate.queue_name(queue)}) is not None
+
+
+def paused(st: Statements) -> dict[str, datetime]:
+    """Every paused queue and when it was paused."""
+    return {name: at for name, at in st.all("queue_states")}
+
+
+def cancel(st: Statements, task_id: UUID | str) -> Cancelled:
+    """Cancel a waiting or running task (its row is deleted); see the module's docstring."""
+    tid = validate.task_id(task_id)
+    row = st.one("task_cancel", {"id": tid})
+    return Cancelled(tid, row[0] if row else None)
+
+
+def purge(st: Statements, queue: str) -> int:
+    """Delete every waiting task (due or scheduled) of ``queue``, bucket by bucket in
+    batches of :data:`PURGE_BATCH`; running and dead tasks stay.  Returns how many."""
+    name = validate.queue_name(queue)
+    query = st.query("queue_purge", PURGE_BATCH)
+    removed = 0
+    for bucket in range(st.bucket_count):
+        while True:
+            batch = len(st.all(query, {"queue": name, "bucket": bucket}))
+            removed += batch
+            if batch < PURGE_BATCH:
+                break
+    return removed

@@ -1,0 +1,115 @@
+"""``shardq stats`` and ``shardq top``: every queue's figures as a terminal table.
+
+``top`` redraws the table every second (like ``top``) with :mod:`rich`'s live display
+and quits on ``q`` (or Ctrl-C).  Each refresh reads every queue's figures once
+(:func:`shardq.queuestats.queues`), in bounded time however large the table.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import sys
+import termios
+import time
+import tty
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from shardq.queuestats import QueueStats
+
+REFRESH_S = 1.0
+
+
+def _short(value: float) -> str:
+    for threshold, size, suffix in ((1e9, 1e9, "G"), (1e6, 1e6, "M"), (1e4, 1e3, "k")):
+        if abs(value) >= threshold:
+            return f"{value / size:.3g}{suffix}"
+    return f"{value:,.0f}"
+
+
+def _count(figures: QueueStats, state: str) -> str:
+    """An exact count as is; an estimate as ``~n±e%``."""
+    value: int = getattr(figures, state)
+    error = figures.error.get(state)
+    if error is None:
+        return _short(value)
+    return f"~{_short(value)}±{100 * error / max(value, 1):.0f}%"
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value < 120:
+        return f"{value:.1f}s"
+    if value < 7200:
+        return f"{value / 60:.1f}m"
+    return f"{value / 3600:.1f}h"
+
+
+def table(figures: list[QueueStats]) -> Table:
+    """One row per queue: counts (``~n ±e`` when estimated), rates, lag, ETA, paused."""
+    grid = Table(expand=False)
+    for name in ("queue", "avail", "sched", "locked", "dead", "in/s", "out/s", "lag", "eta",
+                 "state"):
+        grid.add_column(name, justify="left" if name in ("queue", "state") else "right",
+                        no_wrap=True)
+    for f in figures:
+        grid.add_row(f.queue, _count(f, "available"), _count(f, "scheduled"),
+                     _count(f, "locked"), _count(f, "dead"), f"{f.enqueued_per_s:.1f}",
+                     f"{f.completed_per_s:.1f}", _seconds(f.lag_s), _seconds(f.drain_eta_s),
+                     Text("paused", style="bold yellow") if f.paused else "")
+    return grid
+
+
+def show(figures: list[QueueStats]) -> None:
+    """Print the table once (``shardq stats``)."""
+    # Piped output is not cut to a terminal's width.
+    Console(width=None if sys.stdout.isatty() else 160).print(table(figures))
+
+
+def _screen(figures: list[QueueStats], took_s: float) -> Group:
+    heading = Text(f"shardq top — {datetime.now().strftime('%H:%M:%S')} — {len(figures)} "
+                   f"queue(s), read in {took_s * 1000:.0f} ms — q quits", style="bold")
+    return Group(heading, table(figures))
+
+
+@contextmanager
+def _keys() -> Iterator[Callable[[float], str]]:
+    """A reader of single key presses (waiting up to a timeout) while the terminal is in
+    cbreak mode; restored on exit."""
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    tty.setcbreak(fd)
+
+    def read(timeout_s: float) -> str:
+        ready, _, _ = select.select([fd], [], [], timeout_s)
+        return os.read(fd, 32).decode(errors="replace") if ready else ""
+
+    try:
+        yield read
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def top(read: Callable[[], list[QueueStats]], console: Console | None = None) -> None:
+    """Show ``read()``'s figures, refreshed every second, until ``q`` or Ctrl-C."""
+    console = console or Console()
+    with _keys() as key, Live(console=console, screen=True, auto_refresh=False) as live:
+        try:
+            while True:
+                start = time.monotonic()
+                figures = read()
+                live.update(_screen(figures, time.monotonic() - start), refresh=True)
+                until = start + REFRESH_S
+                while (left := until - time.monotonic()) > 0:
+                    if "q" in key(left).lower():
+                        return
+        except KeyboardInterrupt:
+            return

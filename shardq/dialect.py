@@ -1,0 +1,125 @@
+"""The two engines shardq runs on, as objects that answer what each can do.
+
+Code that behaves differently per engine asks its :class:`Dialect` (``dialect.copy``,
+``dialect.keyed_tasks``, ``dialect.bucket_of(...)``) rather than comparing names.
+SQL that differs lives in ``sql/<dialect name>/`` beside the shared files.
+
+The bucket formula is here, once, in both of its forms: :func:`bucket_sql` is the
+expression PostgreSQL's generated ``bucket`` column is defined with (migration 0002
+renders it), and :meth:`PostgreSQL.bucket_of` computes the same number in Python.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from uuid import UUID
+
+from shardq.errors import ConfigError, SchemaNotReady
+
+
+def bucket_sql(id_column: str, bucket_count: int) -> str:
+    """PostgreSQL's bucket of a row: the id's last two bytes, big-endian, mod the count."""
+    return (f"mod(get_byte(uuid_send({id_column}), 14) * 256 "
+            f"+ get_byte(uuid_send({id_column}), 15), {int(bucket_count)})")
+
+
+@dataclass(frozen=True)
+class Dialect(ABC):
+    """What one engine can do, and how shardq's schema looks on it."""
+
+    name: str
+    """The engine's name, which is also the folder of its SQL overrides."""
+    copy: bool
+    """Batches of new tasks are written with COPY (else one multi-row INSERT)."""
+    keyed_tasks: bool
+    """Statements may modify the tasks table twice, which keyed tasks need."""
+    notify: bool
+    """LISTEN/NOTIFY wakes idle workers when tasks are enqueued."""
+
+    @abstractmethod
+    def bucket_of(self, task_id: UUID, bucket_count: int) -> int | None:
+        """The bucket of a task from its id alone, or None where the id does not decide it."""
+
+    def buckets_of(self, ids: Iterable[UUID] | None, bucket_count: int) -> list[int]:
+        """The buckets that hold these ids (every bucket when it cannot be narrowed)."""
+        if ids is None:
+            return list(range(bucket_count))
+        found = [self.bucket_of(i, bucket_count) for i in ids]
+        if any(b is None for b in found):
+            return list(range(bucket_count))
+        return sorted({b for b in found if b is not None})
+
+    def require_keyed_tasks(self) -> None:
+        """Raise ConfigError where keyed tasks cannot work."""
+        if not self.keyed_tasks:
+            raise ConfigError(f"keyed tasks need PostgreSQL: on {self.name} a statement cannot "
+                              "modify the tasks table twice, which merging a retry needs")
+
+    @abstractmethod
+    def bucket_column(self, columns: Mapping[str, str]) -> tuple[str, int]:
+        """The bucket column and bucket count, from ``schema_info``'s rows (name → expression).
+
+        Raises SchemaNotReady when the tasks table is not there.
+        """
+
+
+_COUNT_IN_EXPR = re.compile(r"(\d+)\)*\s*$")
+COUNT_IN_SHARD = re.compile(r"_shard_(\d+)$")
+
+
+@dataclass(frozen=True)
+class PostgreSQL(Dialect):
+    """PostgreSQL: ``bucket`` is a stored generated column, a function of the id."""
+
+    def bucket_of(self, task_id: UUID, bucket_count: int) -> int:
+        """The same number as :func:`bucket_sql` computes in the database."""
+        return int.from_bytes(task_id.bytes[14:16], "big") % bucket_count
+
+    def bucket_column(self, columns: Mapping[str, str]) -> tuple[str, int]:
+        """``bucket``, and the modulus of its generation expression."""
+        match = _COUNT_IN_EXPR.search(columns.get("bucket", ""))
+        if match is None:
+            raise SchemaNotReady("the table shardq.tasks does not exist")
+        return "bucket", int(match.group(1))
+
+
+@dataclass(frozen=True)
+class CockroachDB(Dialect):
+    """CockroachDB: a hash-sharded primary key whose hidden shard column hashes the whole key."""
+
+    def bucket_of(self, task_id: UUID, bucket_count: int) -> None:
+        """None: the shard hashes (queue, status, exec_time, id), not the id alone."""
+        return None
+
+    def bucket_column(self, columns: Mapping[str, str]) -> tuple[str, int]:
+        """The one ``crdb_internal_…_shard_N`` column, and N."""
+        shards = sorted(c for c in columns if COUNT_IN_SHARD.search(c))
+        if len(shards) > 1:
+            raise SchemaNotReady(f"shardq.tasks has several shard columns {shards} "
+                                 "(a bucket-count change is in progress)")
+        if not shards:
+            raise SchemaNotReady("the table shardq.tasks does not exist")
+        match = COUNT_IN_SHARD.search(shards[0])
+        assert match is not None
+        return shards[0], int(match.group(1))
+
+
+POSTGRESQL: Dialect = PostgreSQL("postgresql", copy=True, keyed_tasks=True, notify=True)
+COCKROACHDB: Dialect = CockroachDB("cockroachdb", copy=False, keyed_tasks=False, notify=False)
+DIALECTS: dict[str, Dialect] = {d.name: d for d in (POSTGRESQL, COCKROACHDB)}
+
+
+def from_version(version: str) -> Dialect:
+    """The dialect of a server, from what its ``version()`` says."""
+    return COCKROACHDB if "CockroachDB" in version else POSTGRESQL
+
+
+def named(name: str) -> Dialect:
+    """The dialect called ``name`` ('postgresql' or 'cockroachdb')."""
+    try:
+        return DIALECTS[name]
+    except KeyError:
+        raise ConfigError(f"unknown dialect {name!r}: use one of {sorted(DIALECTS)}") from None

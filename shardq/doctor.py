@@ -1,0 +1,200 @@
+"""``shardq doctor``: checks of a live database, each with concrete advice.
+
+Each check reads the server's own statistics and settings and returns a
+:class:`Finding`: what it saw, and what to do when that is a problem.  Nothing is
+changed on the server (the LISTEN check uses a channel of its own, not the workers').
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from shardq.client import Client
+from shardq.worker.config import WorkerConfig
+
+# Dead rows of shardq.tasks past which autovacuum is behind: the table's own trigger
+# is 5,000 dead rows (migration 0002), so a few times that means runs do not keep up.
+DEAD_ROWS_BEHIND = 50_000
+OLD_XMIN_S = 600.0  # a snapshot this old holds back every vacuum of the database
+# A B-tree entry of shardq's indexes is at most about this many bytes (key, tuple
+# header, line pointer); pages are filled to 90% at most.
+BLOATED_FACTOR = 3.0
+INDEX_MIN_BYTES = 8 * 1024 * 1024  # smaller indexes are not worth a REINDEX
+PID_SAMPLES = 8
+NOTIFY_WAIT_S = 2.0
+CHANNEL = "shardq_doctor"
+SUPPORTED_POSTGRESQL = 13  # gen_random_uuid() without an extension, and the migrations' SQL
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One check's result: ``ok``, what was seen, and advice when not ok."""
+
+    check: str
+    ok: bool
+    seen: str
+    advice: str = ""
+
+
+Conn = psycopg.Connection[tuple[Any, ...]]
+
+
+def _one(conn: Conn, query: str, params: Any = None) -> tuple[Any, ...]:
+    row = conn.execute(query, params).fetchone()
+    assert row is not None  # every query here returns one row
+    return row
+
+
+def server_version(conn: Conn) -> Finding:
+    """The engine and its version, against what shardq supports."""
+    version = str(_one(conn, "SELECT version()")[0])
+    if "CockroachDB" in version:
+        return Finding("server version", True, version.split("(")[0].strip())
+    number = int(_one(conn, "SHOW server_version_num")[0])
+    major = number // 10000
+    seen = f"PostgreSQL {_one(conn, 'SHOW server_version')[0]}"
+    if major < SUPPORTED_POSTGRESQL:
+        return Finding("server version", False, seen,
+                       f"upgrade to PostgreSQL {SUPPORTED_POSTGRESQL} or newer: shardq's "
+                       "schema and statements need it")
+    return Finding("server version", True, seen)
+
+
+def autovacuum(conn: Conn) -> Finding:
+    """Whether autovacuum keeps shardq.tasks' dead rows down, and what holds it back."""
+    if not _one(conn, "SELECT current_setting('autovacuum') = 'on'")[0]:
+        return Finding("autovacuum", False, "autovacuum is off on this server",
+                       "turn it on (autovacuum = on in postgresql.conf): every ack leaves a "
+                       "dead row, and without vacuum claims step over ever more of them")
+    options = _one(conn, "SELECT coalesce(reloptions, '{}') FROM pg_class "
+                         "WHERE oid = 'shardq.tasks'::regclass")[0]
+    if "autovacuum_enabled=false" in options:
+        return Finding("autovacuum", False, "autovacuum is disabled for shardq.tasks",
+                       "ALTER TABLE shardq.tasks RESET (autovacuum_enabled)")
+    live, dead, last = _one(conn, """
+        SELECT n_live_tup, n_dead_tup, greatest(last_autovacuum, last_vacuum)
+        FROM pg_stat_user_tables WHERE relid = 'shardq.tasks'::regclass""")
+    oldest = _one(conn, """
+        SELECT coalesce(max(extract(epoch FROM now() - xact_start)), 0),
+               (array_agg(pid ORDER BY xact_start))[1]
+        FROM pg_stat_activity
+        WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()""")
+    seen = f"{dead:,} dead and {live:,} live rows; last vacuum {last or 'never'}"
+    if oldest[0] > OLD_XMIN_S:
+        return Finding("autovacuum", False, seen + f"; a transaction open for "
+                       f"{oldest[0] / 60:.0f} min (pid {oldest[1]}) holds back every vacuum",
+                       "end it (SELECT pg_terminate_backend(pid)) and keep transactions "
+                       "short: dead rows cannot be removed while it is open")
+    if dead > DEAD_ROWS_BEHIND:
+        return Finding("autovacuum", False, seen,
+                       "autovacuum is not keeping up: raise autovacuum_max_workers or "
+                       "lower autovacuum_naptime, and check for long transactions and "
+                       "abandoned replication slots (pg_replication_slots) holding back xmin")
+    return Finding("autovacuum", True, seen)
+
+
+def index_bloat(conn: Conn) -> Finding:
+    """shardq.tasks' indexes whose size is several times what their entries need."""
+    rows = conn.execute("""
+        SELECT c.relname, pg_relation_size(c.oid), greatest(c.reltuples, 0),
+               coalesce((SELECT sum(s.avg_width) FROM pg_attribute a
+                         JOIN pg_stats s ON s.schemaname = 'shardq' AND s.tablename = 'tasks'
+                                        AND s.attname = a.attname
+                         WHERE a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)), 16)
+        FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+        WHERE i.indrelid = 'shardq.tasks'::regclass
+        ORDER BY 1""").fetchall()
+    bloated = []
+    for name, size, entries, width in rows:
+        needed = entries * (float(width) + 16) / 0.9  # key, header, line pointer; fill 90%
+        if size > INDEX_MIN_BYTES and size > BLOATED_FACTOR * max(needed, 8192):
+            bloated.append(f"{name} ({size / 2**20:.0f} MiB, ~{needed / 2**20:.0f} MiB needed)")
+    seen = f"{len(rows)} indexes, {sum(r[1] for r in rows) / 2**20:.1f} MiB"
+    if bloated:
+        names = ", ".join(b.split(" ")[0] for b in bloated)
+        return Finding("index bloat", False, seen + "; bloated: " + "; ".join(bloated),
+                       f"REINDEX INDEX CONCURRENTLY for each of {names} (no lock on "
+                       "claims), and see that autovacuum keeps up")
+    return Finding("index bloat", True, seen)
+
+
+def connections(conn: Conn, client: Client, worker: WorkerConfig) -> Finding:
+    """A worker daemon's connections against the server's free ones."""
+    max_conn, reserved, used = _one(conn, """
+        SELECT current_setting('max_connections')::int,
+               current_setting('superuser_reserved_connections')::int,
+               (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')""")
+    per_process = max(client.config.pool_max_size, worker.connections) + int(worker.listen)
+    daemon = per_process * worker.processes
+    free = max_conn - reserved - used
+    seen = (f"max_connections {max_conn} ({reserved} reserved), {used} in use; one "
+            f"`shardq consume --processes {worker.processes}` opens up to {daemon}")
+    if daemon > free:
+        return Finding("pool size", False, seen,
+                       f"only {free} connections are free: raise max_connections, or run "
+                       "fewer --processes / --claimers, or put PgBouncer in front (then "
+                       "--no-listen)")
+    return Finding("pool size", True, seen + f"; {free // max(1, daemon)} such daemons fit")
+
+
+def listen(client: Client) -> Finding:
+    """Whether LISTEN works: one session all along, and a NOTIFY from another reaches it."""
+    if not client.dialect.notify:
+        return Finding("LISTEN/NOTIFY", True, f"not used on {client.dialect.name} (polling)")
+    dsn = client.db.dsn
+    with psycopg.connect(dsn, autocommit=True) as listener, \
+            psycopg.connect(dsn, autocommit=True) as sender:
+        pids = {_one(listener, "SELECT pg_backend_pid()")[0] for _ in range(PID_SAMPLES)}
+        listener.execute("LISTEN " + CHANNEL)
+        token = uuid.uuid4().hex
+        began = time.monotonic()
+        sender.execute("SELECT pg_notify(%s, %s)", (CHANNEL, token))
+        heard = any(n.payload == token for n in listener.notifies(timeout=NOTIFY_WAIT_S,
+                                                                  stop_after=1))
+        took = time.monotonic() - began
+        listener.execute("UNLISTEN " + CHANNEL)
+    if len(pids) > 1 or not heard:
+        pooled = (f"one connection reached {len(pids)} server sessions" if len(pids) > 1
+                  else f"a NOTIFY did not arrive within {NOTIFY_WAIT_S:g} s")
+        return Finding("LISTEN/NOTIFY", False, pooled + " (a transaction pooler?)",
+                       "run workers with --no-listen (SHARDQ_LISTEN=0), or point them at the "
+                       "server or a session-mode pool: LISTEN needs one session all along")
+    return Finding("LISTEN/NOTIFY", True, f"a NOTIFY arrived in {took * 1000:.0f} ms")
+
+
+def examine(client: Client, worker: WorkerConfig) -> list[Finding]:
+    """Every check, in order; a check that fails to run is a finding of its own."""
+    checks: list[tuple[str, Callable[[Conn], Finding]]] = [
+        ("server version", server_version),
+        ("autovacuum", autovacuum),
+        ("index bloat", index_bloat),
+        ("pool size", lambda conn: connections(conn, client, worker)),
+    ]
+    findings = []
+    with psycopg.connect(client.db.dsn, autocommit=True) as conn:
+        cockroach = not client.dialect.notify and "CockroachDB" in str(
+            _one(conn, "SELECT version()")[0])
+        for name, check in checks:
+            if cockroach and name != "server version":
+                # No vacuum (gc.ttlseconds collects MVCC garbage) and no max_connections.
+                findings.append(Finding(name, True, "not applicable to CockroachDB"))
+                continue
+            findings.append(_guarded(name, functools.partial(check, conn)))
+    findings.append(_guarded("LISTEN/NOTIFY", lambda: listen(client)))
+    return findings
+
+
+def _guarded(name: str, check: Callable[[], Finding]) -> Finding:
+    try:
+        return check()
+    except psycopg.Error as exc:
+        return Finding(name, False, f"the check failed: {str(exc).strip()}",
+                       "run doctor as a role that may read pg_stat_activity and pg_stats "
+                       "(pg_monitor)")

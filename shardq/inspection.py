@@ -1,0 +1,32 @@
+"""Reading tasks back: one task's record (a queue's figures are :mod:`shardq.queuestats`)."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from psycopg.rows import dict_row
+
+from shardq import validate
+from shardq.statements import Statements
+from shardq.task import TaskInfo
+
+
+def get(st: Statements, task_id: UUID | str) -> TaskInfo | None:
+    """Everything stored about one task, or None if it is gone (finished or purged).
+
+    Where the id names its bucket (PostgreSQL) the lookup stays in that bucket.
+    """
+    tid = validate.task_id(task_id)
+    bucket = st.dialect.bucket_of(tid, st.bucket_count)
+    row = st.one("get", {"id": tid, "bucket": bucket}, row_factory=dict_row)
+    return info(row) if row else None
+
+
+def info(row: dict[str, Any]) -> TaskInfo:
+    """A task's record from its row.  A row that is not locked may still carry the token
+    of the claim that settled it (which lets a retried settle recognise its own work);
+    no lease is held, so the record shows none."""
+    if row["status"] != "locked":
+        row = {**row, "lease_token": None}
+    return TaskInfo(**row)

@@ -1,0 +1,205 @@
+"""Periodic tasks: durable schedules whose slots are enqueued at most once, by any worker.
+
+Each schedule is a row of ``shardq.periodic``: its expression (see
+:mod:`shardq.cadence`), the task it enqueues and how, ``since`` (when the current
+expression took effect) and ``last_slot`` (the last slot fired).  Every worker of an
+app registers the app's schedules when it starts (:func:`register`) and runs a
+:class:`PeriodicLoop`, which reads the rows, works out each one's due slot and fires
+it with :func:`fire`.
+
+Why a slot cannot be enqueued twice, or lost: firing is one statement
+(``sql/periodic_fire.sql``) that updates the row's ``last_slot`` to the slot only if
+the row still holds the ``last_slot`` and ``since`` the worker read, and inserts the
+task from the updated row in the same statement, so in the same transaction.  Two
+workers firing the same slot both read the same ``last_slot``; the second update waits
+for the first to commit, re-reads the row, finds ``last_slot`` changed and updates
+nothing, so its insert has no row to insert (on CockroachDB, one transaction is
+restarted by a serialization conflict and ends the same way).  A slot fired is always
+later than ``last_slot``, so ``last_slot`` only moves forward and no slot is fired
+twice, even after an expression change.  A crash before the commit leaves both the
+row and the tasks table as they were; after it, both are written.  The task itself
+is then at-least-once like any other.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from shardq import cadence
+from shardq.cadence import Cadence, Missed
+from shardq.errors import ConfigError
+from shardq.loop import Loop
+from shardq.statements import Statements
+from shardq.task import TaskId
+
+log = logging.getLogger("shardq")
+
+MAX_FIRED_PER_STEP = 100
+"""Slots one :meth:`PeriodicLoop.run_once` fires at most (``missed="all"`` catching up)."""
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A periodic schedule as the code defines it: enqueue ``task`` on ``queue`` each slot."""
+
+    name: str
+    """The schedule's name: the name of the task it enqueues."""
+    cadence: Cadence
+    queue: str
+    priority: int = 0
+    max_attempts: int | None = None
+    """None: the client's ``max_attempts`` when the schedule is registered."""
+    missed: Missed = "once"
+
+    def __post_init__(self) -> None:
+        cadence.missed_policy(self.missed)
+        if isinstance(self.priority, bool) or not isinstance(self.priority, int):
+            raise ConfigError(f"priority must be an integer number of seconds, "
+                              f"got {self.priority!r}")
+        attempts = self.max_attempts
+        if attempts is not None and (isinstance(attempts, bool) or not isinstance(attempts, int)
+                                     or attempts < 1):
+            raise ConfigError(f"max_attempts must be a positive integer, got {attempts!r}")
+
+
+@dataclass(frozen=True)
+class Fired:
+    """A slot that was fired: the task enqueued for it."""
+
+    name: str
+    slot: datetime
+    task_id: TaskId
+
+
+@dataclass(frozen=True)
+class ScheduleInfo:
+    """A schedule's row, with the next slot it will fire (None once removed)."""
+
+    name: str
+    expression: str
+    tz: str
+    missed: str
+    task: str
+    queue: str
+    priority: int
+    max_attempts: int
+    last_slot: datetime | None
+    next_slot: datetime | None
+    removed_at: datetime | None
+
+
+def register(st: Statements, schedules: Sequence[Schedule], queues: Sequence[str]) -> None:
+    """Write ``schedules`` to the table, and mark removed the other schedules on ``queues``.
+
+    A worker calls this when it starts, with its app's schedules and the queues it
+    consumes: a schedule on one of those queues that the app no longer defines stops
+    firing.
+    """
+    for schedule in schedules:
+        st.all("periodic_register", {
+            "name": schedule.name, "cron": schedule.cadence.cron,
+            "every_s": schedule.cadence.every_s, "tz": schedule.cadence.tz,
+            "missed": schedule.missed, "task": schedule.name, "queue": schedule.queue,
+            "priority": schedule.priority,
+            "max_attempts": schedule.max_attempts or st.config.max_attempts})
+    removed = st.all("periodic_remove", {"queues": list(queues),
+                                         "names": [s.name for s in schedules]})
+    if removed:
+        log.info("periodic schedules removed from the code: %s",
+                 ", ".join(r[0] for r in removed))
+
+
+def fire_due(st: Statements, names: Sequence[str]) -> list[Fired]:
+    """Fire the due slot of each named schedule (one per schedule); returns those enqueued.
+
+    "Now" is the clock's, or the database's when the clock has none.  A slot another
+    worker fired first is not in the result.
+    """
+    fired: list[Fired] = []
+    rows = st.all("periodic_due", {"names": list(names)})
+    for now, name, cron, every_s, tz, missed, since, last_slot in rows:
+        if name is None:
+            continue
+        base = since if last_slot is None else max(since, last_slot)
+        slot = cadence.due(Cadence(cron, every_s, tz), missed, base, now)
+        if slot is not None:
+            task_id = fire(st, name, slot[0], run=slot[1], since=since, last_slot=last_slot)
+            if task_id is not None:
+                fired.append(Fired(name, slot[0], task_id))
+    return fired
+
+
+def fire(st: Statements, name: str, slot: datetime, *, run: bool, since: datetime,
+         last_slot: datetime | None) -> TaskId | None:
+    """Move schedule ``name`` from ``last_slot`` to ``slot`` and, with ``run``, enqueue its
+    task, in one statement; None when the row had moved on (another worker fired it) or
+    nothing was enqueued."""
+    rows = st.all("periodic_fire", {"name": name, "slot": slot, "run": run, "since": since,
+                                    "last_slot": last_slot})
+    if not rows:
+        return None
+    task_id, queue = rows[0]
+    _notify(st, queue)
+    return TaskId(task_id)
+
+
+def run_now(st: Statements, name: str) -> TaskId | None:
+    """Enqueue schedule ``name``'s task now, once, leaving its schedule alone; None when
+    there is no such schedule."""
+    rows = st.all("periodic_run", {"name": name})
+    if not rows:
+        return None
+    task_id, queue = rows[0]
+    _notify(st, queue)
+    return TaskId(task_id)
+
+
+def _notify(st: Statements, queue: str) -> None:
+    # A hint for idle listening workers, like an enqueue's; without it they find the
+    # task at their next poll.
+    if st.config.notify and st.dialect.notify:
+        st.all("notify", {"queue": queue})
+
+
+def listing(st: Statements) -> list[ScheduleInfo]:
+    """Every schedule, removed ones included, by name."""
+    return [_info(*row) for row in st.all("periodic_list")]
+
+
+def _info(name: str, cron: str | None, every_s: float | None, tz: str, missed: str,
+          task: str, queue: str, priority: int, max_attempts: int, since: datetime,
+          last_slot: datetime | None, removed_at: datetime | None) -> ScheduleInfo:
+    when = Cadence(cron, every_s, tz)
+    base = since if last_slot is None else max(since, last_slot)
+    return ScheduleInfo(name, when.expression, tz, missed, task, queue, priority,
+                        max_attempts, last_slot,
+                        None if removed_at is not None else when.after(base), removed_at)
+
+
+class PeriodicLoop(Loop[list[Fired]]):
+    """Fires the due slots of the named schedules every ``interval_s``.
+
+    Any number of these may run, in any number of processes, on the same schedules:
+    each slot is enqueued once (see the module's docstring).
+    """
+
+    def __init__(self, st: Statements, names: Sequence[str], interval_s: float) -> None:
+        super().__init__("shardq-periodic", interval_s)
+        self.statements, self.names = st, list(names)
+
+    def run_once(self) -> list[Fired]:
+        """Fire every due slot (at most :data:`MAX_FIRED_PER_STEP`); returns those enqueued."""
+        fired: list[Fired] = []
+        while len(fired) < MAX_FIRED_PER_STEP:
+            step = fire_due(self.statements, self.names)
+            if not step:
+                return fired
+            fired += step
+        return fired
+
+    def delay_after(self, result: list[Fired]) -> float:
+        """No wait while catching up (the step stopped at its limit)."""
+        return 0.0 if len(result) >= MAX_FIRED_PER_STEP else self.interval_s

@@ -1,0 +1,123 @@
+"""Writing new tasks: one by INSERT, batches by COPY (PostgreSQL) or one multi-row INSERT."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from psycopg.errors import UniqueViolation
+from psycopg.types.json import Jsonb
+
+from shardq import keys, validate
+from shardq.db import Conn
+from shardq.statements import Statements
+from shardq.task import TaskId
+
+BACKSLASH, ESCAPED = "\\", "\\\\"
+COPY_CHUNK_ROWS = 200
+
+
+def _as_is(text: str) -> str:
+    return text
+
+
+def jsonb(text: str) -> Jsonb:
+    """A jsonb parameter from JSON text that validation already produced (no second dump)."""
+    return Jsonb(text, dumps=_as_is)
+
+
+def placement(st: Statements, queue: str, delay_s: float | None, run_at: datetime | None,
+              priority: int, max_attempts: int | None) -> dict[str, Any]:
+    """The validated options every task of one enqueue call shares, as bound parameters."""
+    delay_s, run_at = validate.schedule(delay_s, run_at)
+    return st.params(
+        queue=validate.queue_name(queue), delay_s=delay_s, run_at=run_at,
+        priority=validate.priority(priority),
+        max_attempts=validate.max_attempts(max_attempts, st.config.max_attempts),
+        notify=st.config.notify,
+    )
+
+
+def enqueue(st: Statements, params: dict[str, Any], payload: Any, key: str | None,
+            conn: Conn | None) -> TaskId:
+    """Add one task placed by ``params`` (see :func:`placement`); returns its id."""
+    text = validate.payload_json(payload, st.config.max_payload_bytes)
+    if key is not None:
+        return keys.enqueue_rows(st, conn, params, [key], [text])[0]
+    # The id is made here so that a retry after a lost reply names the same task:
+    # the statement then inserts nothing (ON CONFLICT (id) DO NOTHING).
+    (task_id,) = TaskId.random_batch(1)
+    st.all("enqueue", {**params, "id": task_id, "payload": jsonb(text)}, conn=conn)
+    return task_id
+
+
+def enqueue_many(st: Statements, params: dict[str, Any], payloads: Iterable[Any],
+                 task_keys: Sequence[str | None] | None, conn: Conn | None) -> list[TaskId]:
+    """Add many tasks placed by ``params`` in one transaction; returns their ids in order."""
+    limit = st.config.max_payload_bytes
+    texts = [validate.payload_json(p, limit) for p in validate.as_list(payloads, "payloads")]
+    if task_keys is not None and any(k is not None for k in
+                                     validate.parallel("keys", task_keys, len(texts))):
+        return keys.enqueue_rows(st, conn, params, list(task_keys), texts)
+    ids = TaskId.random_batch(len(texts))
+    if not texts:
+        return ids
+    writer = _copy_tasks if st.dialect.copy else _insert_tasks
+    tries = 0
+
+    def work(c: Conn) -> list[TaskId]:
+        nonlocal tries
+        tries += 1
+        try:
+            with c.transaction():
+                writer(st, c, params, ids, texts)
+                # Counted in the batch's transaction: a retry that finds the batch
+                # committed rolls its own count back with it.
+                c.execute(st.query("throughput_count"), {**params, "count": len(ids)})
+        except UniqueViolation:
+            # The batch is one transaction under ids made here: when a retry finds
+            # them taken, the attempt whose reply was lost committed them all.
+            if tries == 1 or conn is not None:
+                raise
+        return ids
+
+    return st.run(work, conn)
+
+
+def _placed(st: Statements, conn: Conn, params: dict[str, Any]) -> dict[str, Any]:
+    row = st.one("placement_one", params, conn=conn)
+    exec_time, pending, now = row
+    return {**params, "exec_time": exec_time, "pending_head_start_s": pending, "now": now}
+
+
+def _copy_tasks(st: Statements, conn: Conn, params: dict[str, Any],
+                ids: Sequence[TaskId], texts: Sequence[str]) -> None:
+    """Write a batch with one COPY; the placement is computed once.
+
+    The rows are sent as one block of COPY text: the columns after the payload are
+    the same on every row, and formatting them once per batch rather than through a
+    per-row writer is what makes a large batch cheap on the client.  Queue names are
+    validated to plain characters and payload JSON is ASCII without raw control
+    characters, so the only character COPY's text format needs escaped is the backslash.
+    """
+    p = _placed(st, conn, params)
+    tail = "\t".join(str(p[k]) for k in ("exec_time", "priority", "pending_head_start_s",
+                                          "max_attempts", "now"))
+    row_end = f"\t{tail}\n"
+    head = f"\t{p['queue']}\t"
+    with conn.cursor().copy(st.query("copy_tasks")) as copy:
+        for start in range(0, len(ids), COPY_CHUNK_ROWS):
+            end = start + COPY_CHUNK_ROWS
+            copy.write("".join([
+                f"{task_id.int:032x}{head}{text.replace(BACKSLASH, ESCAPED)}{row_end}"
+                for task_id, text in zip(ids[start:end], texts[start:end], strict=True)]))
+    if p["notify"]:
+        conn.execute(st.query("notify"), p)
+
+
+def _insert_tasks(st: Statements, conn: Conn, params: dict[str, Any],
+                  ids: Sequence[TaskId], texts: Sequence[str]) -> None:
+    """Write a batch with one multi-row INSERT (engines without COPY)."""
+    p = _placed(st, conn, params)
+    conn.execute(st.query("enqueue_many"), {**p, "ids": list(ids), "payloads": list(texts)})

@@ -1,0 +1,198 @@
+"""A queue's figures in bounded time: counts by state, recent rates, lag and forecasts.
+
+Counts are read per bucket with a cap (``sql/stats.sql``): at most :data:`COUNT_BUDGET`
+index entries per state over all buckets, so the cost does not grow with the queue.
+A figure whose every bucket stayed under the cap is exact.  Beyond the cap it is
+estimated from a uniform sample of the table (``sql/stats_sample.sql``: the
+:data:`SAMPLE_ROWS` smallest task ids, ids being random) and reported with its error,
+three standard errors (about 99.7 % of estimates fall within it).  The estimate is
+never below the capped count, which is a sure lower bound.
+
+Rates come from ``shardq.throughput``, which the enqueue and ack statements add to
+(``sql/throughput_add.sql``): tasks enqueued and completed (acked) in the last minute.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from shardq import control, forecast, validate
+from shardq.errors import InvalidTask
+from shardq.statements import Statements
+
+COUNT_BUDGET = 16384  # index entries one state's count reads at most, over all buckets
+MIN_BUCKET_CAP = 16
+SAMPLE_ROWS = 4096  # tasks the estimate samples
+HEAD_ROWS = 32  # tasks in line read per bucket for the lag (the literal of sql/stats.sql)
+ERROR_SIGMAS = 3
+STATES = ("available", "scheduled", "locked", "dead")
+ID_SPACE = 1 << 128
+THROUGHPUT_KEEP_S = 300.0  # how long throughput counts are kept (rates read one minute)
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """One queue's figures.  ``exact`` names the exact figures; ``error`` gives the
+    others' error (± tasks, three standard errors)."""
+
+    queue: str
+    available: int
+    """Tasks due and waiting."""
+    scheduled: int
+    """Tasks waiting for a later time."""
+    locked: int
+    """Tasks held by workers (running, or prefetched)."""
+    dead: int
+    """Dead letters."""
+    oldest_eligible_age_s: float | None
+    """Seconds since the exec_time of the first task in line (None: none is due)."""
+    lag_s: float | None
+    """Seconds the longest-waiting due task has waited since its place in line, without
+    the priority head start it got at enqueue (None: none is due)."""
+    enqueued_per_s: float
+    """Tasks enqueued per second over the last minute."""
+    completed_per_s: float
+    """Tasks completed (acked) per second over the last minute."""
+    drain_eta_s: float | None
+    """Seconds until the due and running tasks are done at the net completion rate
+    (None: the queue is not draining)."""
+    paused: bool
+    """Whether the queue is paused."""
+    exact: tuple[str, ...] = ()
+    error: dict[str, int] = field(default_factory=dict)
+    slo_s: float | None = None
+    """The process-by budget the forecasts below were made for."""
+    slo_breach_in_s: float | None = None
+    """Seconds until the oldest task has waited ``slo_s`` (0: it has; None: not at
+    the current rates)."""
+    consumers_needed: int | None = None
+    """Consumers (tasks in flight) needed to stay within ``slo_s`` at the measured
+    per-consumer rate (None: no rate measured)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The figures as a JSON-ready dict (``exact`` a list; no SLO keys without one)."""
+        out = asdict(self)
+        out["exact"] = list(self.exact)
+        if self.slo_s is None:
+            for name in ("slo_s", "slo_breach_in_s", "consumers_needed"):
+                del out[name]
+        return out
+
+
+@dataclass
+class _Sample:
+    """The table sample: how many rows, how far into the id space, counts by queue."""
+
+    rows: int
+    reach: float
+    counts: dict[str, dict[str, int]]
+
+
+def stats(st: Statements, queue: str, slo_s: float | None = None) -> QueueStats:
+    """One queue's figures (see the module's docstring)."""
+    return many(st, [validate.queue_name(queue)], slo_s)[0]
+
+
+def queues(st: Statements, slo_s: float | None = None) -> list[QueueStats]:
+    """The figures of every queue with tasks, paused, or active in the last minutes."""
+    names = [row[0] for row in st.all("queue_names", {"bucket_count": st.bucket_count})]
+    return many(st, names, slo_s)
+
+
+def many(st: Statements, names: Iterable[str], slo_s: float | None = None) -> list[QueueStats]:
+    """The figures of each queue of ``names``; the table is sampled at most once."""
+    slo = _slo(slo_s)
+    names = [validate.queue_name(n) for n in names]
+    cap = max(MIN_BUCKET_CAP, COUNT_BUDGET // st.bucket_count)
+    query = st.query("stats", cap)
+    paused = control.paused(st)
+    rates = {row[0]: row[1:] for row in st.all("stats_rates", {"queue": None})}
+    sample: _Sample | None = None
+    out = []
+    for name in names:
+        rows = st.all(query, {"queue": name, "bucket_count": st.bucket_count})
+        capped = {s for i, s in enumerate(STATES) if any(r[1 + i] >= cap for r in rows)}
+        if capped and sample is None:
+            sample = _sample(st)
+        lag_read_whole = {r[0] for r in rows if r[8] < HEAD_ROWS}
+        out.append(_figures(name, rows, capped, sample, rates.get(name), name in paused, slo,
+                            lag_read_whole))
+    return out
+
+
+def _slo(slo_s: float | None) -> float | None:
+    if slo_s is None:
+        return None
+    value = validate.seconds("slo_s", slo_s)
+    if not value:
+        raise InvalidTask("slo_s must be positive")
+    return value
+
+
+def _sample(st: Statements) -> _Sample:
+    rows = st.all(st.query("stats_sample", SAMPLE_ROWS), {"queue": None})
+    sampled, last_id = rows[0][0], rows[0][1]
+    # Fewer rows than asked for: the sample is the whole table.
+    reach = 1.0 if sampled < SAMPLE_ROWS else (last_id.int + 1) / ID_SPACE
+    counts = {r[2]: dict(zip(STATES, r[3:], strict=True)) for r in rows if r[2] is not None}
+    return _Sample(sampled, reach, counts)
+
+
+def _estimate(sample: _Sample, queue: str, state: str) -> tuple[int, int]:
+    """The sample's estimate of one count and its error (both in tasks)."""
+    m = sample.counts.get(queue, {}).get(state, 0)
+    if sample.reach >= 1.0:
+        return m, 0
+    n = sample.rows
+    # The n-th smallest of uniform ids reaches `reach`: the first n - 1 are a uniform
+    # sample of [0, reach), hence the (n - 1) / n.
+    scale = (n - 1) / (n * sample.reach)
+    estimate = m * scale
+    # Binomial spread of m among n, and the spread of the reach itself (1 / sqrt(n)).
+    relative = math.sqrt((1 - m / n) / max(m, 1) + 1 / n)
+    return round(estimate), math.ceil(ERROR_SIGMAS * relative * max(estimate, scale))
+
+
+def _figures(queue: str, rows: list[tuple[Any, ...]], capped: set[str], sample: _Sample | None,
+             rate: tuple[Any, ...] | None, paused: bool, slo_s: float | None,
+             read_whole: set[int]) -> QueueStats:
+    counts = {s: sum(r[1 + i] for r in rows) for i, s in enumerate(STATES)}
+    error: dict[str, int] = {}
+    if sample is not None:  # sampled because a count reached its cap
+        for state in sorted(capped):
+            estimate, error[state] = _estimate(sample, queue, state)
+            counts[state] = max(counts[state], estimate)  # the capped count is a minimum
+    ages = [r[5] for r in rows if r[5] is not None]
+    lags = [r[6] for r in rows if r[6] is not None]
+    lag = max(0.0, max(lags)) if lags else None
+    # The due tasks of a bucket after the first HEAD_ROWS waited no longer than the
+    # last of those, and a task's lag is never more than its wait: the lag is exact
+    # unless that last wait is longer than the lag found.
+    lag_exact = all(r[0] in read_whole or lag is None or r[7] <= lag for r in rows)
+    enqueued, completed, window_s = rate if rate else (0, 0, 1.0)
+    enq_s, comp_s = enqueued / window_s, completed / window_s
+    waiting = counts["available"] + counts["locked"]
+    exact = tuple(s for s in STATES if s not in capped) + ("oldest_eligible_age_s",) \
+        + (("lag_s",) if lag_exact else ())
+    figures = QueueStats(
+        queue=queue, **counts, oldest_eligible_age_s=max(ages) if ages else None, lag_s=lag,
+        enqueued_per_s=enq_s, completed_per_s=comp_s,
+        drain_eta_s=forecast.drain_eta_s(waiting, enq_s, comp_s), paused=paused,
+        exact=exact, error=error)
+    if slo_s is None:
+        return figures
+    return replace(
+        figures, slo_s=slo_s,
+        slo_breach_in_s=forecast.slo_breach_in_s(lag, counts["available"], enq_s, comp_s,
+                                                 slo_s),
+        consumers_needed=forecast.consumers_needed(counts["available"], counts["locked"],
+                                                   enq_s, comp_s, slo_s))
+
+
+def prune_throughput(st: Statements) -> int:
+    """Delete throughput counts older than :data:`THROUGHPUT_KEEP_S`; returns how many rows."""
+    removed: int = st.one("throughput_prune", {"keep_s": THROUGHPUT_KEEP_S})[0]
+    return removed

@@ -1,0 +1,60 @@
+"""The prefetch buffer: claimed tasks waiting for a handler slot, oldest first.
+
+Each entry remembers when it was put, so that tasks waiting longer than a bound can be
+taken out and given back (:meth:`Buffer.take_older_than`): a task held in one worker's
+buffer is locked, and another worker with idle slots cannot run it.
+"""
+
+from __future__ import annotations
+
+import queue as queue_module
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+from shardq.handler import Context
+
+
+class Buffer:
+    """A FIFO of handler contexts with the time each arrived; safe across threads."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._items: deque[tuple[float, Context]] = deque()
+        self._ready = threading.Condition()
+
+    def put(self, context: Context) -> None:
+        """Add a context at the end (never blocks)."""
+        with self._ready:
+            self._items.append((self.clock(), context))
+            self._ready.notify()
+
+    def get(self, timeout: float) -> Context:
+        """The oldest context, waiting up to ``timeout`` s for one; ``queue.Empty`` if none came."""
+        with self._ready:
+            if not self._ready.wait_for(lambda: bool(self._items), timeout):
+                raise queue_module.Empty
+            return self._items.popleft()[1]
+
+    def get_nowait(self) -> Context:
+        """The oldest context; ``queue.Empty`` if there is none."""
+        return self.get(0.0)
+
+    def take_older_than(self, age_s: float) -> list[Context]:
+        """Remove and return the contexts that arrived more than ``age_s`` s ago."""
+        cutoff = self.clock() - age_s
+        taken = []
+        with self._ready:
+            while self._items and self._items[0][0] < cutoff:  # oldest first: stop at a young one
+                taken.append(self._items.popleft()[1])
+        return taken
+
+    def qsize(self) -> int:
+        """How many contexts wait."""
+        with self._ready:
+            return len(self._items)
+
+    def empty(self) -> bool:
+        """Whether none waits."""
+        return self.qsize() == 0

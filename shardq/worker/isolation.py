@@ -1,0 +1,76 @@
+"""Running suspect tasks alone.
+
+A task whose last lease expired without a result may be what killed its worker (a
+segfault, an OOM kill, ``os._exit`` in a library).  Run beside a batch, it takes the
+batch down with it each time, and the healthy tasks burn their attempts with it.
+So a worker that claims a suspect task gives the rest of that batch back at once
+(without penalty), stops claiming, and runs the suspect only once no other handler
+is running; then it resumes.  If the suspect kills the worker again, it dies alone.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+
+class Gate:
+    """Handlers pass shared; a suspect passes exclusive, once no one else is inside.
+
+    ``expect()`` announces suspects before they reach a slot, so that claimers pause
+    (see :attr:`isolating`).  Tasks queued ahead of a suspect still run; once the
+    suspect is at the gate, new shared entries wait until it has passed.
+    """
+
+    def __init__(self, on_clear: Callable[[], None] = lambda: None) -> None:
+        self._cond = threading.Condition()
+        self._shared = 0
+        self._expected = 0
+        self._waiting = 0  # suspects at the gate
+        self._exclusive = False
+        self.on_clear = on_clear
+
+    @property
+    def isolating(self) -> bool:
+        """Whether suspects are announced or running: claim nothing meanwhile."""
+        with self._cond:
+            return self._expected > 0
+
+    def expect(self, n: int) -> None:
+        """Announce ``n`` suspect tasks on their way to the slots."""
+        with self._cond:
+            self._expected += n
+
+    @contextmanager
+    def enter(self, *, exclusive: bool) -> Iterator[None]:
+        """Hold the gate while a handler runs: alone when ``exclusive``."""
+        with self._cond:
+            if exclusive:
+                self._waiting += 1
+                self._cond.wait_for(lambda: self._shared == 0 and not self._exclusive)
+                self._waiting -= 1
+                self._exclusive = True
+            else:
+                self._cond.wait_for(lambda: not self._exclusive and self._waiting == 0)
+                self._shared += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                if exclusive:
+                    self._exclusive = False
+                    self._expected -= 1
+                    cleared = self._expected == 0
+                else:
+                    self._shared -= 1
+                    cleared = False
+                self._cond.notify_all()
+            if cleared:
+                self.on_clear()
+
+    def forget(self, n: int) -> None:
+        """``n`` announced suspects will not run (given back at shutdown)."""
+        with self._cond:
+            self._expected = max(0, self._expected - n)
+            self._cond.notify_all()

@@ -1,0 +1,1 @@
+RETURNING {claim_columns}

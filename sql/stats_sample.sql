@@ -1,0 +1,25 @@
+-- A uniform sample of the whole table: the "limit" tasks with the smallest ids (ids
+-- are random uuids, so these are a random sample), read through tasks_ids, and how
+-- far into the id space they reach; counted by queue and state.  shardq.stats
+-- scales the counts up by the share of the id space read.  With %(queue)s NULL,
+-- every queue of the sample; else that one.
+WITH s AS (
+    SELECT t.id, t.queue, t.status, t.exec_time
+    FROM shardq.tasks AS t
+    ORDER BY t.id
+    LIMIT {limit}
+), span AS (
+    SELECT count(*) AS sampled, (SELECT s.id FROM s ORDER BY s.id DESC LIMIT 1) AS last_id
+    FROM s
+), g AS (
+    SELECT s.queue,
+           count(*) FILTER (WHERE s.status = 'available' AND s.exec_time <= c.now) AS available,
+           count(*) FILTER (WHERE s.status = 'available' AND s.exec_time > c.now) AS scheduled,
+           count(*) FILTER (WHERE s.status = 'locked') AS locked,
+           count(*) FILTER (WHERE s.status = 'dead') AS dead
+    FROM s, (SELECT coalesce(%(now)s::timestamptz, now()) AS now) AS c
+    WHERE %(queue)s::text IS NULL OR s.queue = %(queue)s::text
+    GROUP BY s.queue
+)
+SELECT span.sampled, span.last_id, g.queue, g.available, g.scheduled, g.locked, g.dead
+FROM span LEFT JOIN g ON true

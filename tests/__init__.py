@@ -1,0 +1,1 @@
+"""shardq's test suite (a package, so that its modules have one name each: tests.helpers)."""

@@ -1,0 +1,74 @@
+"""The pool after a server restart, and leases of outcomes waiting to be written."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import psycopg
+import pytest
+
+import shardq
+from shardq.config import ClientConfig
+from shardq.worker.config import WorkerConfig
+from shardq.worker.daemon import Worker
+from tests.chaos.pg import ThrowawayPostgres
+from tests.helpers import wait_for
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def test_after_a_restart_the_pool_hands_out_no_dead_connection(
+        chaos_pg: ThrowawayPostgres) -> None:
+    """A restart ends every pooled connection.  The first statement that meets a dead one
+    replaces the idle ones too, so the retry gets a live connection rather than spending
+    its tries on the pool's other dead ones."""
+    if not chaos_pg.running:
+        chaos_pg.start()
+    url = chaos_pg.url(chaos_pg.create_database())
+    with shardq.Client(url, pool_max_size=8) as client:
+        pool = client.statements.db.pool
+        # Open all eight connections, then give them back idle.
+        held = [pool.getconn() for _ in range(8)]
+        for conn in held:
+            pool.putconn(conn)
+        chaos_pg.restart("fast")
+        started = time.monotonic()
+        assert client.stats("q")["available"] == 0
+        assert time.monotonic() - started < 10
+        assert pool.get_stats().get("connections_lost", 0) <= 2
+
+
+def test_an_outcome_waiting_to_be_written_keeps_its_lease(chaos_pg: ThrowawayPostgres) -> None:
+    """The lease keeper goes on extending a task whose handler finished while its ack
+    waits in the completer: the ack cannot land after the lease ran out."""
+    if not chaos_pg.running:
+        chaos_pg.start()
+    url = chaos_pg.url(chaos_pg.create_database())
+    app = shardq.App(url)
+    done = threading.Event()
+
+    @app.handler("slow-acks")
+    def handle(payload: dict[str, Any]) -> None:
+        done.set()
+
+    with shardq.Client(url) as client:
+        client.enqueue("slow-acks", {})
+        # Acks wait up to 8 s to be written, on a 3 s lease heartbeated every second.
+        worker = Worker(app, ClientConfig(dsn=url, lease_s=3),
+                        WorkerConfig(janitors=0, listen=False, ack_flush_ms=8000, ack_batch=100))
+        worker.start()
+        try:
+            assert done.wait(30)
+            time.sleep(5)  # past the lease the claim gave, before the ack is written
+            with psycopg.connect(url) as conn:
+                row = conn.execute("SELECT status, exec_time > now() FROM shardq.tasks"
+                                   ).fetchone()
+            assert row == ("locked", True)  # still held, its lease extended
+            wait_for(lambda: client.stats("slow-acks")["locked"] == 0, timeout=30,
+                     what="the ack to be written")
+        finally:
+            worker.stop(5)
+        figures = client.stats("slow-acks")
+        assert (figures["available"], figures["locked"], figures["dead"]) == (0, 0, 0)

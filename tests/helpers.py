@@ -1,0 +1,106 @@
+"""What many tests need: claiming everything, waiting for a condition, reading rows, the
+bucket formula, a free TCP port.  Only shardq's public API is used here."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+from uuid import UUID
+
+import psycopg
+
+import shardq
+from shardq.dialect import POSTGRESQL
+
+
+def claim_all(client: shardq.Client, queue: str, *, most: int | None = None,
+              limit: int = 1000, lease_s: float | None = None) -> list[shardq.Task]:
+    """Claim every eligible task of ``queue`` (or only ``most`` of them), bucket by bucket.
+
+    Each bucket is claimed from, ``limit`` tasks a statement, until a claim comes back
+    short: a claim takes from one bucket only, so this is what "claim them all" means.
+    """
+    tasks: list[shardq.Task] = []
+    for bucket in range(client.bucket_count):
+        while most is None or len(tasks) < most:
+            step = limit if most is None else min(limit, most - len(tasks))
+            got = client.claim_bucket(queue, bucket, limit=step, lease_s=lease_s)
+            tasks += got
+            if len(got) < step:
+                break
+    return tasks
+
+
+def wait_for(check: Callable[[], bool], timeout: float = 60, interval: float = 0.1,
+             what: str = "the condition") -> None:
+    """Return as soon as ``check()`` is true; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        time.sleep(interval)
+
+
+def in_threads(*calls: Callable[[], object]) -> list[BaseException]:
+    """Run each call in a thread of its own, all at once; once all ended, what they raised."""
+    errors: list[BaseException] = []
+
+    def guarded(call: Callable[[], object]) -> None:
+        try:
+            call()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(call,)) for call in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
+
+def query(target: str | psycopg.Connection[Any], text: Any,
+          params: Any = None) -> list[tuple[Any, ...]]:
+    """Every row of one statement, on a connection or on a new one to the URL ``target``."""
+    if isinstance(target, str):
+        with psycopg.connect(target) as conn:
+            return conn.execute(text, params).fetchall()
+    return target.execute(text, params).fetchall()
+
+
+def scalar(target: str | psycopg.Connection[Any], text: Any, params: Any = None) -> Any:
+    """The one value that one statement returns."""
+    [(value,)] = query(target, text, params)
+    return value
+
+
+def bucket_of(task_id: UUID, bucket_count: int = 16) -> int:
+    """The bucket PostgreSQL computes for ``task_id`` (the library's one formula)."""
+    bucket = POSTGRESQL.bucket_of(task_id, bucket_count)
+    assert bucket is not None  # PostgreSQL's bucket is a function of the id alone
+    return bucket
+
+
+def with_dbname(url: str, dbname: str) -> str:
+    """The URL ``url`` naming database ``dbname`` instead (the query string is kept)."""
+    return urlunsplit(urlsplit(url)._replace(path="/" + dbname))
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now (the kernel picks it: bind port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class TickingClock(shardq.ManualClock):
+    """A manual clock that also moves one microsecond each time it is read, so that each
+    statement stamps the rows it changes with a time of its own."""
+
+    def now(self) -> datetime:
+        """The manual time, one microsecond later than the last reading."""
+        return self.advance(1e-6)

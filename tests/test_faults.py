@@ -1,0 +1,176 @@
+"""Faults at the database boundary: deadlines, connection failures, and statements that
+are safe to run twice (what a retry after a lost reply does)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+
+import shardq
+from shardq import Client
+from shardq.db import Database
+from shardq.errors import ConfigError, ConnectionLost, Unavailable
+from shardq.task import TaskId
+from tests.helpers import free_port, with_dbname
+
+
+def test_a_statement_past_its_deadline_drops_its_connection(dsn: str) -> None:
+    db = Database(dsn, max_size=2, statement_timeout_s=0.5)
+    try:
+        started = time.monotonic()
+        with pytest.raises(ConnectionLost, match=r"overran its deadline of 0\.5s"):
+            db.run(lambda c: c.execute("SELECT pg_sleep(30)").fetchone(), idempotent=False)
+        assert time.monotonic() - started < 5
+        # The pool hands out a working connection afterwards.
+        assert db.run(lambda c: c.execute("SELECT 1").fetchone()) == (1,)
+    finally:
+        db.close()
+
+
+def test_idempotent_work_past_its_deadline_is_retried_then_reported(dsn: str) -> None:
+    db = Database(dsn, max_size=2, statement_timeout_s=0.3)
+    tries = 0
+
+    def work(c: psycopg.Connection[Any]) -> Any:
+        nonlocal tries
+        tries += 1
+        return c.execute("SELECT pg_sleep(30)").fetchone()
+
+    try:
+        with pytest.raises(ConnectionLost):
+            db.run(work)
+        assert tries > 1
+    finally:
+        db.close()
+
+
+def test_work_that_finishes_in_time_is_not_cut(dsn: str) -> None:
+    db = Database(dsn, max_size=1, statement_timeout_s=5)
+    try:
+        assert db.run(lambda c: c.execute("SELECT pg_sleep(0.2), 7").fetchone()) == ("", 7)
+    finally:
+        db.close()
+
+
+def with_user(url: str, user: str, password: str) -> str:
+    """The URL ``url`` logging in as ``user`` with ``password``."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}:{password}@{host}"))
+
+
+@pytest.mark.parametrize(("make_url", "cause"), [
+    (lambda url: f"postgresql://postgres:s3cret@127.0.0.1:{free_port()}/x", "refused"),
+    (lambda url: with_user(url, "no_such_role", "s3cret"), "no_such_role"),
+])
+def test_connection_failures_are_typed_quick_and_redacted(server_url: str, make_url: Any,
+                                                          cause: str) -> None:
+    url = make_url(server_url)
+    started = time.monotonic()
+    with pytest.raises(Unavailable) as caught:
+        Client(url, connect_timeout_s=2)
+    assert time.monotonic() - started < 5
+    message = str(caught.value)
+    assert cause in message
+    assert "s3cret" not in message
+
+
+def test_a_missing_database_is_named(server_url: str) -> None:
+    with pytest.raises(Unavailable, match="no_such_db"):
+        Client(with_dbname(server_url, "no_such_db"), connect_timeout_s=2)
+
+
+def test_a_dsn_that_is_not_postgresql_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="invalid DSN"):
+        Client("mysql://root@127.0.0.1/app", connect_timeout_s=2)
+
+
+def test_an_enqueue_run_twice_writes_one_row(client: Client,
+                                             connect: psycopg.Connection[Any]) -> None:
+    """The statement a retry after a lost reply sends again: same client-made id."""
+    st = client.statements
+    values = {"queue": "q", "id": uuid.uuid4(), "payload": psycopg.types.json.Jsonb({}),
+              "delay_s": None, "run_at": None, "priority": 0, "max_attempts": 3,
+              "notify": False}
+    st.all("enqueue", values)
+    st.all("enqueue", values)
+    assert connect.execute("SELECT count(*) FROM shardq.tasks").fetchone() == (1,)
+
+
+def test_task_ids_are_unique_in_the_database(client: Client,
+                                             connect: psycopg.Connection[Any]) -> None:
+    (task_id,) = client.enqueue_many("q", [{}])
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        connect.execute("INSERT INTO shardq.tasks (id, queue, payload) VALUES (%s, 'q', '{}')",
+                        (task_id,))
+
+
+def test_a_claim_finds_what_its_lost_attempt_took(client: Client) -> None:
+    """A claim's tasks carry its token; a retry collects them instead of orphaning them."""
+    client.enqueue_many("q", [{"n": i} for i in range(40)])
+    st, token = client.statements, uuid.uuid4()
+    claim = st.query("claim", 5)
+    for bucket in range(client.bucket_count):
+        values = {"queue": "q", "bucket": bucket, "lease_s": 30.0, "token": token}
+        taken = st.all(claim, values)
+        if taken:
+            break
+    assert taken
+    again = st.all("claim_recover", values)
+    assert sorted(r[0] for r in again) == sorted(r[0] for r in taken)
+    assert st.all("claim_recover", {**values, "token": uuid.uuid4()}) == []
+
+
+def test_task_ids_made_by_the_client_are_version_4(client: Client) -> None:
+    task_id = client.enqueue("q", {})
+    assert isinstance(task_id, TaskId)
+    assert task_id.version == 4
+    info = client.get(task_id)
+    assert info is not None
+    assert info.id == task_id
+
+
+def test_settling_finds_a_task_however_far_its_lease_moved(
+        clocked: Any, clock: shardq.ManualClock) -> None:
+    """Settles find rows by id and token, not by the lease's old exec_time: a heartbeat
+    whose reply was lost (the row moved, the Task did not) is harmless."""
+    c = clocked()
+    c.enqueue("q", {})
+    [task] = [t for b in range(c.bucket_count) for t in c.claim_bucket("q", b, lease_s=10)]
+    stale = shardq.Task(**{**vars(task)})
+    c.extend(task, 60)  # the row moved; `stale` still holds the old exec_time
+    c.extend(stale, 90)
+    c.ack(stale)
+    assert c.get(task.id) is None
+
+
+def test_finish_within_cuts_work_already_under_way(dsn: str) -> None:
+    """A shutdown's cutoff applies to statements in flight, not only to new ones."""
+    db = Database(dsn, max_size=2, statement_timeout_s=60)
+    outcome: list[BaseException] = []
+
+    def slow() -> None:
+        try:
+            db.run(lambda c: c.execute("SELECT pg_sleep(60)").fetchone())
+        except BaseException as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=slow)
+    worker.start()
+    try:
+        time.sleep(0.5)  # the statement is on the server now
+        started = time.monotonic()
+        db.finish_within(0.5)
+        worker.join(10)
+        assert not worker.is_alive()
+        assert time.monotonic() - started < 5
+        assert len(outcome) == 1
+        assert isinstance(outcome[0], ConnectionLost)
+    finally:
+        db.close()

@@ -1,0 +1,142 @@
+"""Queue figures at scale and in real time: ``stats()`` on 2M waiting tasks stays within
+its time budget with every figure within its stated error, and the drain forecast of a
+queue worked through at a steady rate comes true."""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from functools import partial
+from typing import Any
+
+import psycopg
+import pytest
+
+import shardq
+from bench.stats_cost import insert_range
+from tests.conftest import Databases
+from tests.helpers import in_threads, scalar, wait_for
+
+BUDGET_MS = 50.0
+WAITING = 2_000_000
+
+
+def build(url: str, rows: int, parts: int = 2) -> None:
+    """``rows`` tasks of queue 'bulk', written server-side by ``parts`` statements at once:
+    0.5 % locked, 0.5 % dead, 2 % scheduled, the rest due; then VACUUM ANALYZE, as
+    autovacuum would have done."""
+    step = -(-rows // parts)
+    errors = in_threads(*[partial(insert_range, url, start, min(rows, start + step - 1))
+                          for start in range(1, rows + 1, step)])
+    assert errors == []
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE shardq.tasks")
+
+
+def truth(url: str) -> dict[str, int]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("""
+            SELECT CASE WHEN status = 'available' AND exec_time > now() THEN 'scheduled'
+                        ELSE status END, count(*)
+            FROM shardq.tasks WHERE queue = 'bulk' GROUP BY 1""").fetchall()
+    return {state: n for state, n in rows}
+
+
+def timed_ms(client: shardq.Client, runs: int = 9) -> float:
+    """The median time of ``stats('bulk')`` over ``runs`` calls, after one to warm up."""
+    client.stats("bulk")
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        client.stats("bulk")
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+@pytest.fixture(scope="module")
+def small(databases: Databases) -> str:
+    url = databases.create()
+    build(url, 10_000)
+    return url
+
+
+@pytest.fixture(scope="module")
+def large(databases: Databases) -> str:
+    url = databases.create()
+    build(url, WAITING * 100 // 99 + 200)  # 2M waiting, besides 1 % locked or dead
+    return url
+
+
+@pytest.mark.slow
+def test_stats_on_two_million_waiting_tasks(small: str, large: str) -> None:
+    with shardq.Client(small) as client:
+        small_ms = timed_ms(client)
+        assert client.stats("bulk")["error"] == {}  # 10k tasks: every count exact
+    with shardq.Client(large) as client:
+        large_ms = timed_ms(client)
+        stats = client.stats("bulk")
+    print(f"stats() median: {small_ms:.1f} ms at 10k tasks, {large_ms:.1f} ms at 2M")
+    real = truth(large)
+    assert real["available"] + real["scheduled"] >= WAITING
+    assert large_ms <= BUDGET_MS
+    assert large_ms <= max(10 * small_ms, BUDGET_MS / 2)
+    for state in ("available", "scheduled", "locked", "dead"):
+        error = stats["error"].get(state, 0)
+        assert abs(stats[state] - real[state]) <= error, (state, stats[state], real[state])
+        assert (state in stats["exact"]) == (error == 0)
+    assert stats["error"]["available"] <= 0.06 * real["available"]
+    assert stats["lag_s"] == pytest.approx(stats["oldest_eligible_age_s"])
+    assert stats["lag_s"] > 3000  # the first due task was placed an hour ago
+
+
+RATE_PER_S = 150.0
+BACKLOG = 3000
+
+
+@pytest.fixture
+def backlog(databases: Databases) -> str:
+    """A queue of 3,000 due tasks written earlier (not counted as recent arrivals)."""
+    url = databases.create()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO shardq.tasks (queue, payload, exec_time) SELECT 'drain', "
+                     "'{}', now() - interval '1 minute' FROM generate_series(1, %s)",
+                     (BACKLOG,))
+    return url
+
+
+def paced_consumer(client: shardq.Client, stop: threading.Event) -> None:
+    """Claims and acks tasks of 'drain' at RATE_PER_S, as a steady fleet of workers would."""
+    start, done = time.monotonic(), 0
+    while not stop.is_set():
+        due = int((time.monotonic() - start) * RATE_PER_S) - done
+        if due > 0:
+            tasks = client.claim("drain", limit=min(due, 100))
+            if not tasks:
+                return
+            client.ack_many(tasks)
+            done += len(tasks)
+        time.sleep(0.02)
+
+
+def test_drain_eta_comes_true(backlog: str) -> None:
+    stop = threading.Event()
+    with shardq.Client(backlog) as client:
+        consumer = threading.Thread(target=paced_consumer, args=(client, stop), daemon=True)
+        consumer.start()
+        try:
+            time.sleep(6)  # the rate is steady
+            stats: dict[str, Any] = client.stats("drain", slo_s=300)
+            asked = time.monotonic()
+            assert stats["completed_per_s"] == pytest.approx(RATE_PER_S, rel=0.15)
+            assert stats["enqueued_per_s"] == 0
+            wait_for(lambda: scalar(backlog, "SELECT count(*) FROM shardq.tasks") == 0,
+                     interval=0.05, what="the queue to drain")
+            actual = time.monotonic() - asked
+        finally:
+            stop.set()
+            consumer.join(10)
+    print(f"drain ETA {stats['drain_eta_s']:.1f} s, took {actual:.1f} s")
+    assert stats["drain_eta_s"] == pytest.approx(actual, rel=0.25)
+    # The tasks waited a minute and the line is worked through in seconds: in budget.
+    assert stats["slo_breach_in_s"] is None
