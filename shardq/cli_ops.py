@@ -1,5 +1,6 @@
-"""The operator's commands of the ``shardq`` CLI: ``stats``, ``top``, ``queue pause|resume|
-purge`` and ``task cancel`` (registered by :func:`shardq.cli.build_parser`)."""
+"""The operator's commands of the ``shardq`` CLI: ``stats``, ``top``, ``dashboard``,
+``queue pause|resume|purge`` and ``task cancel`` (registered by
+:func:`shardq.cli.build_parser`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from shardq.config import ClientConfig, add_arguments, from_arguments
 from shardq.errors import ConfigError
+from shardq.web.config import DashboardConfig, read_token
 
 if TYPE_CHECKING:
     from shardq.client import Client
@@ -97,6 +99,27 @@ def cmd_queue(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    """Serve the web dashboard until interrupted."""
+    try:
+        import uvicorn
+
+        from shardq.web.app import create_app
+    except ImportError as exc:
+        raise ConfigError(f"shardq dashboard needs the web extra ({exc.name} is missing): "
+                          "pip install 'shardq[web]'") from exc
+    config = from_arguments(DashboardConfig, args)
+    token = read_token(config.token_file) if config.token_file else None
+    with _client(args) as client:
+        app = create_app(client, config, token=token)
+        mode = ("actions need the token" if token else
+                "read-only" if config.read_only else "read-only: no --token-file given")
+        print(f"shardq dashboard on http://{config.host}:{config.port}/ ({mode})",
+              file=sys.stderr, flush=True)
+        uvicorn.run(app, host=config.host, port=config.port, log_level="warning")
+    return 0
+
+
 def add_commands(sub: Any,
                  command: Callable[[str, Handler, str], argparse.ArgumentParser]) -> None:
     """Register ``stats``, ``top`` and ``queue`` on the CLI's subparsers ``sub``
@@ -109,6 +132,10 @@ def add_commands(sub: Any,
     p.add_argument("--json", action="store_true", help="JSON for scripts instead of a table")
     p.add_argument("--slo-s", type=budget, default=0.0,
                    help="process-by budget per task: adds the SLO forecasts")
+
+    p = command("dashboard", cmd_dashboard, "serve the web dashboard: queues, dead letters, "
+                "tasks and a JSON API (pip install 'shardq[web]')")
+    add_arguments(p, DashboardConfig)
 
     p = command("top", cmd_top, "a live view of every queue, refreshed every second (q quits)")
     p.add_argument("--slo-s", type=budget, default=0.0,

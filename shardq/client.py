@@ -16,6 +16,7 @@ from shardq import (
     control,
     deadletters,
     embedded,
+    history,
     inspection,
     produce,
     queuestats,
@@ -27,6 +28,7 @@ from shardq.config import DEFAULT_DEAD_LIST, ClientConfig, load
 from shardq.db import Conn, Database
 from shardq.dialect import Dialect
 from shardq.errors import ConfigError, SchemaNotReady
+from shardq.history import Minute
 from shardq.janitor import Janitor, JanitorReport, janitor_pass
 from shardq.statements import Statements
 from shardq.task import Task, TaskId, TaskInfo
@@ -219,8 +221,13 @@ class Client:
         return queuestats.stats(self.statements, queue, slo_s).as_dict()
 
     def queues(self, *, slo_s: float | None = None) -> dict[str, dict[str, Any]]:
-        """:meth:`stats` of every queue with tasks, paused, or active in the last minutes."""
+        """:meth:`stats` of every queue with tasks, paused, or active in the last hour."""
         return {q.queue: q.as_dict() for q in queuestats.queues(self.statements, slo_s)}
+
+    def throughput(self, queue: str | None = None, *, minutes: int = 60) -> list[Minute]:
+        """Tasks enqueued and completed per minute over the last ``minutes`` (at most 60),
+        of ``queue`` or of every queue, the current minute last."""
+        return history.series(self.statements, queue, minutes)
 
     def dead(self, queue: str, *, limit: int = DEFAULT_DEAD_LIST) -> list[TaskInfo]:
         """The newest dead tasks of ``queue``, with their last error and history."""

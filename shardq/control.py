@@ -59,16 +59,19 @@ def cancel(st: Statements, task_id: UUID | str) -> Cancelled:
     return Cancelled(tid, row[0] if row else None)
 
 
-def purge(st: Statements, queue: str) -> int:
+def purge(st: Statements, queue: str, at_most: int | None = None) -> int:
     """Delete every waiting task (due or scheduled) of ``queue``, bucket by bucket in
-    batches of :data:`PURGE_BATCH`; running and dead tasks stay.  Returns how many."""
+    batches of :data:`PURGE_BATCH`; running and dead tasks stay.  With ``at_most``, stop
+    once that many are deleted (a bounded call; call again for the rest).  Returns how
+    many were deleted."""
     name = validate.queue_name(queue)
-    query = st.query("queue_purge", PURGE_BATCH)
     removed = 0
     for bucket in range(st.bucket_count):
-        while True:
-            batch = len(st.all(query, {"queue": name, "bucket": bucket}))
+        while at_most is None or removed < at_most:
+            limit = PURGE_BATCH if at_most is None else min(PURGE_BATCH, at_most - removed)
+            batch = len(st.all(st.query("queue_purge", limit), {"queue": name,
+                                                                "bucket": bucket}))
             removed += batch
-            if batch < PURGE_BATCH:
+            if batch < limit:
                 break
     return removed

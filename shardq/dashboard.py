@@ -22,35 +22,10 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from shardq.figures import count, duration
 from shardq.queuestats import QueueStats
 
 REFRESH_S = 1.0
-
-
-def _short(value: float) -> str:
-    for threshold, size, suffix in ((1e9, 1e9, "G"), (1e6, 1e6, "M"), (1e4, 1e3, "k")):
-        if abs(value) >= threshold:
-            return f"{value / size:.3g}{suffix}"
-    return f"{value:,.0f}"
-
-
-def _count(figures: QueueStats, state: str) -> str:
-    """An exact count as is; an estimate as ``~n±e%``."""
-    value: int = getattr(figures, state)
-    error = figures.error.get(state)
-    if error is None:
-        return _short(value)
-    return f"~{_short(value)}±{100 * error / max(value, 1):.0f}%"
-
-
-def _seconds(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if value < 120:
-        return f"{value:.1f}s"
-    if value < 7200:
-        return f"{value / 60:.1f}m"
-    return f"{value / 3600:.1f}h"
 
 
 def table(figures: list[QueueStats]) -> Table:
@@ -61,9 +36,9 @@ def table(figures: list[QueueStats]) -> Table:
         grid.add_column(name, justify="left" if name in ("queue", "state") else "right",
                         no_wrap=True)
     for f in figures:
-        grid.add_row(f.queue, _count(f, "available"), _count(f, "scheduled"),
-                     _count(f, "locked"), _count(f, "dead"), f"{f.enqueued_per_s:.1f}",
-                     f"{f.completed_per_s:.1f}", _seconds(f.lag_s), _seconds(f.drain_eta_s),
+        grid.add_row(f.queue, count(f, "available"), count(f, "scheduled"),
+                     count(f, "locked"), count(f, "dead"), f"{f.enqueued_per_s:.1f}",
+                     f"{f.completed_per_s:.1f}", duration(f.lag_s), duration(f.drain_eta_s),
                      Text("paused", style="bold yellow") if f.paused else "")
     return grid
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from uuid import UUID
 
-from psycopg.rows import dict_row
-
 from shardq import inspection, validate
 from shardq.errors import InvalidTask
 from shardq.statements import Statements
@@ -19,9 +17,7 @@ def listing(st: Statements, queue: str, limit: int) -> list[TaskInfo]:
     """The newest ``limit`` dead tasks of ``queue``."""
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIST:
         raise InvalidTask(f"limit must be an integer in [1, {MAX_LIST}], got {limit!r}")
-    rows = st.all("dead_list", {"queue": validate.queue_name(queue), "limit": limit,
-                                "bucket_count": st.bucket_count}, row_factory=dict_row)
-    return [inspection.info(row) for row in rows]
+    return inspection.tasks(st, queue, "dead", limit, newest=True)
 
 
 def retry(st: Statements, ids: Iterable[UUID | str] | None, queue: str | None) -> list[UUID]:
@@ -32,6 +28,14 @@ def retry(st: Statements, ids: Iterable[UUID | str] | None, queue: str | None) -
     rows = st.all("dead_retry", {
         "ids": wanted, "queue": None if queue is None else validate.queue_name(queue),
         "buckets": st.dialect.buckets_of(wanted, st.bucket_count)})
+    return [row[0] for row in rows]
+
+
+def delete(st: Statements, ids: Iterable[UUID | str]) -> list[UUID]:
+    """Delete the dead tasks among ``ids``; returns the ids deleted."""
+    wanted = [validate.task_id(i) for i in validate.as_list(ids, "ids")]
+    rows = st.all("dead_delete", {"ids": wanted,
+                                  "buckets": st.dialect.buckets_of(wanted, st.bucket_count)})
     return [row[0] for row in rows]
 
 

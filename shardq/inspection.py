@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -21,6 +22,19 @@ def get(st: Statements, task_id: UUID | str) -> TaskInfo | None:
     bucket = st.dialect.bucket_of(tid, st.bucket_count)
     row = st.one("get", {"id": tid, "bucket": bucket}, row_factory=dict_row)
     return info(row) if row else None
+
+
+def tasks(st: Statements, queue: str, status: str, limit: int, *, newest: bool = False,
+          after: datetime | None = None, before: datetime | None = None) -> list[TaskInfo]:
+    """Up to ``limit`` tasks of ``queue`` in ``status`` ('available', 'locked' or 'dead')
+    whose exec_time lies in (``after``, ``before``], earliest first (latest first with
+    ``newest``).  One bounded range scan per bucket: the cost does not grow with the queue.
+    """
+    rows = st.all("tasks_last" if newest else "tasks_first", {
+        "queue": validate.queue_name(queue), "status": status, "limit": limit,
+        "after": after, "before": before, "bucket_count": st.bucket_count},
+        row_factory=dict_row)
+    return [info(row) for row in rows]
 
 
 def info(row: dict[str, Any]) -> TaskInfo:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from shardq import queuestats, validate
+from shardq import history, validate
 from shardq.config import DAY_S
 from shardq.errors import InvalidTask
 from shardq.loop import Loop
@@ -68,14 +68,14 @@ def _purged(rows: list[tuple[Any, ...]]) -> JanitorReport:
     return JanitorReport(purged=len(rows))
 
 
-PRUNE_EVERY_S = 60.0  # old throughput counts are few: forgetting them once a minute is plenty
+PRUNE_EVERY_S = 60.0  # old throughput counts are few: folding them once a minute is plenty
 
 
 def janitor_pass(st: Statements, *, prune: bool = True) -> JanitorReport:
-    """One pass over every bucket of the schema (and, with ``prune``, forget old
-    throughput counts)."""
+    """One pass over every bucket of the schema (and, with ``prune``, fold old
+    throughput counts into minutes: :func:`shardq.history.fold`)."""
     if prune:
-        queuestats.prune_throughput(st)
+        history.fold(st)
     report = JanitorReport()
     for bucket in range(st.bucket_count):
         report += _drain(st, "janitor_promote", bucket, _promoted)

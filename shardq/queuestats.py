@@ -30,7 +30,6 @@ HEAD_ROWS = 32  # tasks in line read per bucket for the lag (the literal of sql/
 ERROR_SIGMAS = 3
 STATES = ("available", "scheduled", "locked", "dead")
 ID_SPACE = 1 << 128
-THROUGHPUT_KEEP_S = 300.0  # how long throughput counts are kept (rates read one minute)
 
 
 @dataclass(frozen=True)
@@ -97,7 +96,7 @@ def stats(st: Statements, queue: str, slo_s: float | None = None) -> QueueStats:
 
 
 def queues(st: Statements, slo_s: float | None = None) -> list[QueueStats]:
-    """The figures of every queue with tasks, paused, or active in the last minutes."""
+    """The figures of every queue with tasks, paused, or active in the last hour."""
     names = [row[0] for row in st.all("queue_names", {"bucket_count": st.bucket_count})]
     return many(st, names, slo_s)
 
@@ -190,9 +189,3 @@ def _figures(queue: str, rows: list[tuple[Any, ...]], capped: set[str], sample: 
                                                  slo_s),
         consumers_needed=forecast.consumers_needed(counts["available"], counts["locked"],
                                                    enq_s, comp_s, slo_s))
-
-
-def prune_throughput(st: Statements) -> int:
-    """Delete throughput counts older than :data:`THROUGHPUT_KEEP_S`; returns how many rows."""
-    removed: int = st.one("throughput_prune", {"keep_s": THROUGHPUT_KEEP_S})[0]
-    return removed

@@ -60,6 +60,7 @@ FRAGMENTS = {
     "rescue_dies": "rescue_dies",
     "rescue_error": "rescue_error",
     "throughput_add": "throughput_add",
+    "task_columns": "task_columns",
 }
 
 

@@ -207,6 +207,7 @@ def parallel(name: str, values: Sequence[T] | None, n: int) -> list[T | None]:
     """A per-task list of ``n`` values (None when not given)."""
     if values is None:
         return [None] * n
-    if isinstance(values, str) or len(values) != n:
-        raise InvalidTask(f"{name} must have one entry per task ({n})")
+    if isinstance(values, str) or not isinstance(values, Sequence) or len(values) != n:
+        raise InvalidTask(f"{name} must be a list with one entry per task ({n}), "
+                          f"got {type(values).__name__}")
     return list(values)

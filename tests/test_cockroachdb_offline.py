@@ -65,7 +65,9 @@ CRDB_QUERIES = (
     "janitor_promote",
     "janitor_rescue",
     "nack_many",
-    "dead_list",
+    "tasks_first",
+    "tasks_last",
+    "dead_delete",
     "dead_retry",
     "dead_purge",
     "janitor_purge_dead",
@@ -86,7 +88,9 @@ CRDB_QUERIES = (
     "queue_purge",
     "task_cancel",
     "throughput_count",
-    "throughput_prune",
+    "throughput_fold",
+    "throughput_fold_add",
+    "throughput_history",
     "stats_rates",
     "stats_sample",
     "queue_names",
@@ -96,7 +100,7 @@ CRDB_QUERIES = (
 FRAGMENTS = ("backoff", "placement", "placement_params", "rows_unnest", "insert_rows", "locate",
              "insert_one", "claim_where", "claim_set", "claim_returning", "rescue_where",
              "rescue_set", "promote_where", "promote_set", "claim_columns", "suspect",
-             "rescue_dies", "rescue_error", "throughput_add")
+             "rescue_dies", "rescue_error", "throughput_add", "task_columns")
 # Binary COPY (CockroachDB batches go through enqueue_many) and NOTIFY; keyed tasks'
 # requeue statements, which modify the table twice in one statement, live in
 # sql/postgresql/ only.

@@ -310,3 +310,34 @@ def test_claim_passes_over_follow_ups_only(databases: Any) -> None:
     [check] = [n for n in plan if n.get("Parent Relationship") == "SubPlan"]
     assert check.get("Index Name") == "tasks_running_keys"
     assert check["Actual Loops"] > 300
+
+
+@pytest.mark.parametrize(("name", "status", "bounds"), [
+    ("tasks_first", "available", {"after": None, "before": "now"}),   # waiting longest
+    ("tasks_last", "available", {"after": None, "before": "now"}),    # became due last
+    ("tasks_first", "available", {"after": "now", "before": None}),   # scheduled next
+    ("tasks_first", "locked", {"after": None, "before": None}),       # running
+    ("tasks_last", "dead", {"after": None, "before": None}),          # dead letters
+])
+def test_dashboard_lists_read_a_bounded_range_per_bucket(big: psycopg.Connection[Any],
+                                                         name: str, status: str,
+                                                         bounds: dict[str, Any]) -> None:
+    now = big.execute("SELECT now()").fetchone()
+    assert now is not None
+    values = {k: now[0] if v == "now" else v for k, v in bounds.items()}
+    params = {**PARAMS, **values, "status": status, "limit": 20, "bucket_count": 16}
+    plan = explain(big, composed(big, name, None), params)
+    kinds = [n["Node Type"] for n in plan]
+    assert "Seq Scan" not in kinds, kinds
+    assert "Bitmap Heap Scan" not in kinds, kinds
+    scans = [n for n in plan if n.get("Relation Name") == "tasks"]
+    [scan] = scans
+    # Running tasks may come from the partial index of leases, which holds them alone.
+    assert scan["Index Name"] in (("tasks_pkey", "tasks_leases") if status == "locked"
+                                  else ("tasks_pkey",))
+    assert scan["Actual Loops"] == 16  # one range per bucket
+    assert scan["Actual Rows"] <= 20  # per loop: the range stops at the limit
+    assert scan.get("Rows Removed by Filter", 0) == 0
+    # Only the buckets' few rows are sorted (the merge), never the backlog.
+    for sort in (n for n in plan if n["Node Type"] == "Sort"):
+        assert sort["Actual Rows"] <= 16 * 20

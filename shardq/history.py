@@ -1,0 +1,61 @@
+"""Throughput over the last hour: per-minute counts of tasks enqueued and completed.
+
+The enqueue and ack statements add their counts to ``shardq.throughput`` per second
+(``sql/throughput_add.sql``; :mod:`shardq.queuestats` reads the last minute of them
+for its rates).  The janitor folds seconds older than :data:`KEEP_S` into one row per
+queue and minute, and forgets minutes older than :data:`HISTORY_S`, so the table
+stays small (at most a few thousand rows per active queue) and :func:`series` reads
+an hour of history without touching the tasks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from shardq import validate
+from shardq.db import Conn
+from shardq.errors import InvalidTask
+from shardq.statements import Statements
+
+KEEP_S = 300.0  # per-second counts kept (rates read the last minute of them)
+HISTORY_S = 3900.0  # minute rows kept: an hour's chart and some slack
+MAX_MINUTES = 60
+
+
+@dataclass(frozen=True)
+class Minute:
+    """Tasks enqueued and completed in one minute (``at`` is the minute's start)."""
+
+    at: datetime
+    enqueued: int
+    completed: int
+
+
+def fold(st: Statements) -> int:
+    """Fold old per-second counts into minute rows and forget expired minutes, in one
+    transaction; returns how many per-second rows were folded (the janitor calls it)."""
+    fold_query, add_query = st.query("throughput_fold"), st.query("throughput_fold_add")
+    params = st.params(keep_s=KEEP_S, history_s=HISTORY_S)
+
+    def work(conn: Conn) -> int:
+        with conn.transaction():
+            rows = conn.execute(fold_query, params).fetchall()
+            if rows:
+                queues, minutes, enqueued, completed = (list(c) for c in zip(*rows, strict=True))
+                conn.execute(add_query, {"queues": queues, "minutes": minutes,
+                                         "enqueued": enqueued, "completed": completed})
+        return len(rows)
+
+    return st.run(work)
+
+
+def series(st: Statements, queue: str | None = None, minutes: int = MAX_MINUTES) -> list[Minute]:
+    """Per-minute counts of ``queue`` (every queue when None) over the last ``minutes``
+    minutes, the current one last; a minute with nothing counted has zeros."""
+    if isinstance(minutes, bool) or not isinstance(minutes, int) \
+            or not 1 <= minutes <= MAX_MINUTES:
+        raise InvalidTask(f"minutes must be an integer in [1, {MAX_MINUTES}], got {minutes!r}")
+    name = None if queue is None else validate.queue_name(queue)
+    rows = st.all("throughput_history", {"queue": name, "minutes": minutes})
+    return [Minute(at, enqueued, completed) for at, enqueued, completed in rows]

@@ -1,0 +1,85 @@
+"""The dashboard's actions, each bounded so that one request stays short.
+
+Actions over a whole queue (purge it, retry or purge its dead letters) do at most
+:data:`ACTION_ROWS` tasks a call and say whether more remain; the API's caller (or the
+page's button, pressed again) repeats them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from uuid import UUID
+
+from shardq import control, deadletters, validate
+from shardq.errors import InvalidTask
+from shardq.statements import Statements
+
+ACTION_ROWS = 1000
+
+
+@dataclass(frozen=True)
+class Done:
+    """What an action did: a sentence for people, a count, and whether more remain."""
+
+    message: str
+    count: int = 0
+    more: bool = False
+
+
+def pause(st: Statements, queue: str) -> Done:
+    """Pause ``queue``."""
+    at = control.pause(st, queue)
+    return Done(f"{queue} paused (since {at:%Y-%m-%d %H:%M:%S %Z})", 1)
+
+
+def resume(st: Statements, queue: str) -> Done:
+    """Resume ``queue``."""
+    was = control.resume(st, queue)
+    return Done(f"{queue} resumed" if was else f"{queue} was not paused", int(was))
+
+
+def purge(st: Statements, queue: str) -> Done:
+    """Delete up to :data:`ACTION_ROWS` waiting tasks of ``queue``."""
+    n = control.purge(st, queue, ACTION_ROWS)
+    more = n >= ACTION_ROWS
+    return Done(f"purged {n:,} waiting task(s) of {queue}"
+                + ("; more remain: purge again" if more else ""), n, more)
+
+
+def cancel(st: Statements, task_id: UUID | str) -> Done:
+    """Cancel one waiting or running task."""
+    result = control.cancel(st, task_id)
+    if result.status is None:
+        return Done(f"task {result.task_id} was not waiting or running: nothing cancelled")
+    return Done(f"task {result.task_id} cancelled (it was {result.status})", 1)
+
+
+def retry_dead(st: Statements, queue: str | None, ids: Iterable[UUID | str] | None) -> Done:
+    """Make dead tasks eligible again: those ``ids``, or the newest
+    :data:`ACTION_ROWS` of ``queue``."""
+    return _dead(st, queue, ids, lambda chosen: deadletters.retry(st, chosen, None), "retried")
+
+
+def purge_dead(st: Statements, queue: str | None, ids: Iterable[UUID | str] | None) -> Done:
+    """Delete dead tasks: those ``ids``, or the newest :data:`ACTION_ROWS` of ``queue``."""
+    return _dead(st, queue, ids, lambda chosen: deadletters.delete(st, chosen), "purged")
+
+
+def _dead(st: Statements, queue: str | None, ids: Iterable[UUID | str] | None,
+          act: Callable[[list[UUID | str]], list[UUID]], verb: str) -> Done:
+    if (ids is None) == (queue is None):
+        raise InvalidTask("give the ids of dead tasks or a queue, not both")
+    if ids is None:
+        assert queue is not None
+        chosen: list[UUID | str] = [t.id for t in deadletters.listing(st, queue, ACTION_ROWS)]
+        full = len(chosen) == ACTION_ROWS
+    else:
+        chosen = validate.as_list(ids, "ids") if isinstance(ids, Iterable) else []
+        if not 1 <= len(chosen) <= ACTION_ROWS:
+            raise InvalidTask(f"give 1 to {ACTION_ROWS} ids, got {len(chosen)}")
+        full = False
+    done = act(chosen) if chosen else []
+    more = full and bool(done)
+    return Done(f"{verb} {len(done):,} dead task(s)" + ("; more remain: again" if more else ""),
+                len(done), more)

@@ -1,0 +1,119 @@
+"""The JSON API behind the pages.
+
+Reads: ``GET /api/queues``, ``/api/queues/{name}``, ``/api/tasks/{id}``,
+``/api/throughput[?queue=]``.  Actions (served only with a token, each needing
+``Authorization: Bearer <token>``): ``POST /api/queues/{name}/pause|resume|purge``,
+``POST /api/dead/retry|purge`` with ``{"queue": ...}`` or ``{"ids": [...]}``, and
+``POST /api/tasks/{id}/cancel``.  Actions answer ``{"message", "count", "more"}``;
+``more`` says a bounded action left work to do (call it again).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from shardq import history, inspection, queuestats
+from shardq.statements import Statements
+from shardq.web import actions, reads
+from shardq.web.context import Context, context
+
+Endpoint = Callable[[Request], Awaitable[JSONResponse]]
+
+
+def get_queues(request: Request) -> JSONResponse:
+    """Every queue's figures."""
+    st = context(request).st
+    return JSONResponse({"queues": [q.as_dict() for q in queuestats.queues(st)]})
+
+
+def get_queue(request: Request) -> JSONResponse:
+    """One queue's figures, task lists and hour of throughput."""
+    ctx = context(request)
+    view = reads.queue_view(ctx.st, request.path_params["name"])
+    return JSONResponse(reads.queue_json(view, ctx.hide_payloads))
+
+
+def get_task(request: Request) -> JSONResponse:
+    """One task's record (404 when it is gone)."""
+    ctx = context(request)
+    task = inspection.get(ctx.st, request.path_params["id"])
+    if task is None:
+        raise HTTPException(404, "no such task (finished, purged or never enqueued)")
+    return JSONResponse(reads.task_json(task, ctx.hide_payloads))
+
+
+def get_throughput(request: Request) -> JSONResponse:
+    """Tasks enqueued and completed per minute over the last hour."""
+    minutes = history.series(context(request).st, request.query_params.get("queue"))
+    return JSONResponse({"minutes": reads.minutes_json(minutes)})
+
+
+def queue_action(act: Callable[[Statements, str], actions.Done]) -> Endpoint:
+    """The endpoint that runs ``act`` (pause, resume or purge) on the queue named."""
+    async def endpoint(request: Request) -> JSONResponse:
+        ctx = _authorised(request)
+        return _done(await run_in_threadpool(act, ctx.st, request.path_params["name"]))
+    return endpoint
+
+
+def dead_action(act: Callable[[Statements, str | None, list[str] | None], actions.Done]
+                ) -> Endpoint:
+    """The endpoint that runs ``act`` (retry or purge) on dead letters: by ids, or a
+    bounded batch of a queue's newest."""
+    async def endpoint(request: Request) -> JSONResponse:
+        ctx = _authorised(request)
+        body = await _body(request)
+        return _done(await run_in_threadpool(act, ctx.st, body.get("queue"), body.get("ids")))
+    return endpoint
+
+
+async def post_cancel(request: Request) -> JSONResponse:
+    """Cancel a waiting or running task."""
+    ctx = _authorised(request)
+    return _done(await run_in_threadpool(actions.cancel, ctx.st, request.path_params["id"]))
+
+
+def _authorised(request: Request) -> Context:
+    ctx = context(request)
+    assert ctx.guard is not None  # action routes exist only with a guard
+    ctx.guard.check_bearer(request)
+    return ctx
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    try:
+        body = json.loads(await request.body() or b"{}")
+    except ValueError as exc:
+        raise HTTPException(400, f"the body is not JSON: {exc}") from exc
+    if not isinstance(body, dict) or set(body) - {"queue", "ids"}:
+        raise HTTPException(400, 'give {"queue": name} or {"ids": [task ids]}')
+    return body
+
+
+def _done(done: actions.Done) -> JSONResponse:
+    return JSONResponse(dataclasses.asdict(done))
+
+
+READS = [
+    Route("/api/queues", get_queues),
+    Route("/api/queues/{name}", get_queue),
+    Route("/api/tasks/{id}", get_task),
+    Route("/api/throughput", get_throughput),
+]
+ACTIONS = [
+    *(Route(f"/api/queues/{{name}}/{verb}", queue_action(act), methods=["POST"])
+      for verb, act in (("pause", actions.pause), ("resume", actions.resume),
+                        ("purge", actions.purge))),
+    *(Route(f"/api/dead/{verb}", dead_action(act), methods=["POST"])
+      for verb, act in (("retry", actions.retry_dead), ("purge", actions.purge_dead))),
+    Route("/api/tasks/{id}/cancel", post_cancel, methods=["POST"]),
+]

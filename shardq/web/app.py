@@ -1,0 +1,91 @@
+"""The dashboard's ASGI application: :func:`create_app`."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from shardq.client import Client
+from shardq.errors import DatabaseError, InvalidTask, ShardqError
+from shardq.web import api, pages
+from shardq.web.auth import Guard
+from shardq.web.config import DashboardConfig
+from shardq.web.context import Context
+
+
+def create_app(client: Client, config: DashboardConfig | None = None, *,
+               token: str | None = None) -> Starlette:
+    """The dashboard for ``client``'s schema, as an ASGI app to serve or to mount.
+
+    Actions (pause, resume, purge, cancel, retry and purge dead letters) are served
+    only with a ``token`` and without ``config.read_only``; the client stays the
+    caller's to close.  Mount it under a path of your own app::
+
+        Mount("/queues", app=create_app(client, token=secret))
+    """
+    config = config or DashboardConfig()
+    if token is not None and config.read_only:
+        raise ValueError("a read-only dashboard takes no token")
+    guard = Guard(token) if token else None
+    routes = [*api.READS, *pages.READS]
+    if guard is not None:
+        routes += [*api.ACTIONS, *pages.ACTIONS]
+    app = Starlette(routes=routes, exception_handlers={
+        HTTPException: _http_error, InvalidTask: _invalid, DatabaseError: _unavailable,
+        ShardqError: _invalid})
+    app.state.shardq = Context(client.statements, guard, config.hide_payloads,
+                               config.refresh_ms)
+    app.add_middleware(ServerTiming)
+    return app
+
+
+class ServerTiming:
+    """Adds ``Server-Timing: app;dur=<ms>`` to every response: the time from the request's
+    arrival to its headers (the benchmark reads it)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+
+        async def timed(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                took = (time.perf_counter() - started) * 1000
+                message["headers"] = [*message.get("headers", []),
+                                      (b"server-timing", f"app;dur={took:.2f}".encode())]
+            await send(message)
+
+        await self.app(scope, receive, timed)
+
+
+def _wants_json(request: Request) -> bool:
+    return request.url.path.startswith(str(request.scope.get("root_path", "")) + "/api/")
+
+
+def _error(request: Request, status: int, message: str,
+           headers: dict[str, str] | None = None) -> Response:
+    if _wants_json(request):
+        return JSONResponse({"error": message}, status, headers=headers)
+    return pages.render(request, "error.html", {"status": status, "message": message}, status)
+
+
+async def _http_error(request: Request, exc: Any) -> Response:
+    return _error(request, exc.status_code, exc.detail, exc.headers)
+
+
+async def _invalid(request: Request, exc: Any) -> Response:
+    return _error(request, 400, str(exc))
+
+
+async def _unavailable(request: Request, exc: Any) -> Response:
+    return _error(request, 503, f"the database did not answer: {exc}")

@@ -1,0 +1,55 @@
+"""The hour's throughput as an SVG picture: tasks enqueued and completed per minute.
+
+Drawn on the server (no script, no chart library): two lines over sixty minutes, a
+scale, and a legend.  Only numbers and fixed words go into the picture.
+"""
+
+from __future__ import annotations
+
+from shardq.figures import short
+from shardq.history import Minute
+
+WIDTH, HEIGHT = 720, 200
+LEFT, RIGHT, TOP, BOTTOM = 56, 12, 24, 28
+SERIES = (("enqueued", "#2f6fdf"), ("completed", "#1a9d55"))
+
+
+def svg(minutes: list[Minute]) -> str:
+    """The picture of ``minutes`` (oldest first), per-minute counts shown as tasks/s."""
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    rates = {name: [getattr(m, name) / 60 for m in minutes] for name, _ in SERIES}
+    top = max([1.0, *rates["enqueued"], *rates["completed"]])
+    step = plot_w / max(len(minutes) - 1, 1)
+
+    def point(i: int, value: float) -> str:
+        return f"{LEFT + i * step:.1f},{TOP + plot_h * (1 - value / top):.1f}"
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" '
+             f'width="{WIDTH}" height="{HEIGHT}" role="img" '
+             f'aria-label="tasks per second over the last hour" class="chart">',
+             f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="#fafafa" '
+             'stroke="#ddd"/>']
+    for fraction in (0.0, 0.5, 1.0):
+        y = TOP + plot_h * (1 - fraction)
+        parts.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y:.1f}" y2="{y:.1f}" '
+                     'stroke="#e6e6e6"/>')
+        parts.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" '
+                     f'font-size="11">{short(top * fraction)}/s</text>')
+    span = len(minutes)
+    for label, x in ((f"-{span}m", LEFT), (f"-{span // 2}m", LEFT + plot_w / 2),
+                     ("now", LEFT + plot_w)):
+        parts.append(f'<text x="{x:.1f}" y="{HEIGHT - 8}" text-anchor="middle" '
+                     f'font-size="11">{label}</text>')
+    for n, (name, colour) in enumerate(SERIES):
+        if len(minutes) > 1:
+            line = " ".join(point(i, v) for i, v in enumerate(rates[name]))
+            parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" '
+                         f'points="{line}" class="series-{name}"/>')
+        parts.append(f'<text x="{LEFT + 8 + 110 * n}" y="{TOP - 8}" font-size="12" '
+                     f'fill="{colour}">— {name}/s</text>')
+    if not minutes or not any(rates["enqueued"] + rates["completed"]):
+        parts.append(f'<text x="{LEFT + plot_w / 2}" y="{TOP + plot_h / 2}" '
+                     'text-anchor="middle" font-size="13" fill="#888">no tasks counted '
+                     'in the last hour</text>')
+    parts.append("</svg>")
+    return "".join(parts)

@@ -1,0 +1,96 @@
+"""What the dashboard shows, read in bounded time however large the table.
+
+Every read here is a fixed number of bounded index range scans (per bucket, with a
+LIMIT) or a read of the small tables (``shardq.queues``, ``shardq.throughput``):
+queue figures come from :mod:`shardq.queuestats`, task lists from
+:func:`shardq.inspection.tasks`, the hour's throughput from :mod:`shardq.history`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from shardq import history, inspection, queuestats
+from shardq.queuestats import QueueStats
+from shardq.statements import Statements
+from shardq.task import TaskInfo
+
+LIST_ROWS = 20  # tasks in each list of a queue's page
+
+
+@dataclass(frozen=True)
+class QueueView:
+    """One queue's page: its figures, its tasks in line, running and dead, and its hour."""
+
+    stats: QueueStats
+    oldest_waiting: list[TaskInfo]
+    """Due tasks that have waited longest (the head of the line)."""
+    newest_waiting: list[TaskInfo]
+    """Due tasks that became due last."""
+    next_scheduled: list[TaskInfo]
+    """Tasks not yet due, soonest first."""
+    running: list[TaskInfo]
+    """Running tasks, the soonest lease expiry first."""
+    dead: list[TaskInfo]
+    """Dead letters, newest first, with their last error."""
+    throughput: list[history.Minute]
+
+
+def now(st: Statements) -> datetime:
+    """The clock's time (this machine's when the clock is the database's own)."""
+    return st.clock.now() or datetime.now(UTC)
+
+
+def queue_view(st: Statements, name: str, rows: int = LIST_ROWS) -> QueueView:
+    """Everything on one queue's page."""
+    at = now(st)
+    return QueueView(
+        stats=queuestats.stats(st, name),
+        oldest_waiting=inspection.tasks(st, name, "available", rows, before=at),
+        newest_waiting=inspection.tasks(st, name, "available", rows, newest=True, before=at),
+        next_scheduled=inspection.tasks(st, name, "available", rows, after=at),
+        running=inspection.tasks(st, name, "locked", rows),
+        dead=inspection.tasks(st, name, "dead", rows, newest=True),
+        throughput=history.series(st, name))
+
+
+def payload_bytes(payload: Any) -> int:
+    """The size of a payload as JSON text."""
+    return len(json.dumps(payload, separators=(",", ":")).encode())
+
+
+def task_json(task: TaskInfo, hide_payloads: bool) -> dict[str, Any]:
+    """A task's record as JSON-ready values; with ``hide_payloads``, its payload's size
+    (``payload_bytes``) instead of the payload."""
+    out = {k: _plain(v) for k, v in dataclasses.asdict(task).items()}
+    if hide_payloads:
+        out["payload_bytes"] = payload_bytes(out.pop("payload"))
+    return out
+
+
+def queue_json(view: QueueView, hide_payloads: bool) -> dict[str, Any]:
+    """A queue's page as JSON-ready values."""
+    lists = ("oldest_waiting", "newest_waiting", "next_scheduled", "running", "dead")
+    return {"stats": view.stats.as_dict(),
+            **{name: [task_json(t, hide_payloads) for t in getattr(view, name)]
+               for name in lists},
+            "throughput": minutes_json(view.throughput)}
+
+
+def minutes_json(minutes: list[history.Minute]) -> list[dict[str, Any]]:
+    """Per-minute throughput as JSON-ready values."""
+    return [{"at": m.at.isoformat(), "enqueued": m.enqueued, "completed": m.completed}
+            for m in minutes]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, UUID):
+        return str(value)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value

@@ -1,0 +1,39 @@
+"""A task's history as a list of events, from the times and counts its row keeps.
+
+shardq keeps, for each task, when it was enqueued, first and last claimed, last put
+back in line, and when it is next due (or its lease runs out, or it died), with how
+many times it was claimed and put back, its attempts and its last error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from shardq.task import TaskInfo
+
+NEXT = {"available": "due since", "scheduled": "due at", "locked": "lease runs out at",
+        "dead": "died at"}
+
+
+@dataclass(frozen=True)
+class Event:
+    """Something that happened to a task (or will: a due time, a lease's end)."""
+
+    at: datetime
+    what: str
+
+
+def timeline(task: TaskInfo) -> list[Event]:
+    """The task's events, oldest first."""
+    events = [Event(task.enqueued_at, "enqueued")]
+    if task.first_claimed_at is not None:
+        events.append(Event(task.first_claimed_at, "first claimed"))
+    if task.last_claimed_at is not None and task.times_claimed > 1:
+        events.append(Event(task.last_claimed_at,
+                            f"last claimed (claimed {task.times_claimed} times)"))
+    if task.last_requeued_at is not None:
+        events.append(Event(task.last_requeued_at,
+                            f"last put back in line (put back {task.times_requeued} times)"))
+    events.append(Event(task.exec_time, NEXT[task.state]))
+    return sorted(events, key=lambda e: e.at)

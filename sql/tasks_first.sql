@@ -1,0 +1,17 @@
+-- The first `limit` tasks of one queue in one status whose exec_time lies in
+-- (after, before], earliest first: one forward range scan of (bucket, queue, status,
+-- exec_time) per bucket, merged.  exec_time is when a waiting task is due, when a
+-- running task's lease runs out, and when a dead task died.
+SELECT d.*
+FROM generate_series(0, %(bucket_count)s::int4 - 1) AS b(n)
+CROSS JOIN LATERAL (
+    SELECT {task_columns}
+    FROM shardq.tasks AS t
+    WHERE t.{bucket} = b.n AND t.queue = %(queue)s AND t.status = %(status)s
+      AND t.exec_time > coalesce(%(after)s::timestamptz, '-infinity')
+      AND t.exec_time <= coalesce(%(before)s::timestamptz, 'infinity')
+    ORDER BY t.exec_time
+    LIMIT %(limit)s
+) AS d
+ORDER BY d.exec_time
+LIMIT %(limit)s

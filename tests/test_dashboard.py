@@ -1,0 +1,232 @@
+"""The dashboard's JSON API and pages over HTTP, served by a real uvicorn on a real database:
+figures, task lists, a task's record, the token on actions, read-only, hidden payloads,
+mounting, and the bounded actions."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+import shardq
+from shardq.web import DashboardConfig, create_app
+from shardq.web.actions import ACTION_ROWS
+from shardq.web.auth import COOKIE, Guard
+from tests.helpers import bucket_of, claim_all
+from tests.web import TOKEN, call, serving
+
+
+def fresh(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def site(timed: shardq.Client) -> Iterator[str]:
+    """A dashboard with the token, on the test's (manually clocked) client."""
+    with serving(create_app(timed, token=TOKEN)) as url:
+        yield url
+
+
+def test_queues_api_gives_each_queues_figures(site: str, timed: shardq.Client) -> None:
+    queue = fresh("figures")
+    timed.enqueue_many(queue, [{"n": n} for n in range(7)])
+    timed.enqueue(queue, {"later": True}, delay_s=60)
+    reply = call(f"{site}/api/queues")
+    assert reply.status == 200
+    assert reply.headers["server-timing"].startswith("app;dur=")
+    [figures] = [q for q in reply.json()["queues"] if q["queue"] == queue]
+    assert (figures["available"], figures["scheduled"], figures["locked"]) == (7, 1, 0)
+    assert "available" in figures["exact"]
+
+
+def test_queue_api_lists_tasks_in_line_running_and_dead(site: str, timed: shardq.Client,
+                                                        clock: shardq.ManualClock) -> None:
+    queue = fresh("lists")
+    first = timed.enqueue(queue, {"n": 0})
+    clock.advance(1)
+    middle = timed.enqueue_many(queue, [{"n": n} for n in range(1, 4)])
+    clock.advance(1)
+    last = timed.enqueue(queue, {"n": 4})
+    later = timed.enqueue(queue, {"n": 5}, delay_s=30)
+    # A claim takes the oldest due task of one bucket: the first task, then one of the
+    # middle ones (each is older than the last).
+    [running] = timed.claim_bucket(queue, bucket_of(first), limit=1, lease_s=45)
+    assert running.id == first
+    [dying] = timed.claim_bucket(queue, bucket_of(middle[0]), limit=1)
+    assert dying.id in middle
+    timed.nack(dying, "ValueError: no such user", dead=True)
+    page = call(f"{site}/api/queues/{queue}").json()
+    assert [t["id"] for t in page["running"]] == [str(first)]
+    assert page["running"][0]["lease_token"] == str(running.lease_token)
+    assert page["oldest_waiting"][0]["payload"]["n"] in (1, 2, 3)  # the head moved on
+    assert page["newest_waiting"][0]["id"] == str(last)
+    assert [t["id"] for t in page["next_scheduled"]] == [str(later)]
+    assert [t["last_error"] for t in page["dead"]] == ["ValueError: no such user"]
+    assert page["stats"]["dead"] == 1
+    assert len(page["throughput"]) == 60
+    assert sum(m["enqueued"] for m in page["throughput"]) == 6
+
+
+def test_task_api_gives_the_record_or_404_or_400(site: str, timed: shardq.Client) -> None:
+    task_id = timed.enqueue(fresh("one"), {"to": "ada@example.org"})
+    record = call(f"{site}/api/tasks/{task_id}").json()
+    assert record["payload"] == {"to": "ada@example.org"}
+    assert record["state"] == "available"
+    assert call(f"{site}/api/tasks/{uuid.uuid4()}").status == 404
+    bad = call(f"{site}/api/tasks/not-a-uuid")
+    assert bad.status == 400
+    assert "error" in bad.json()
+
+
+def test_api_actions_need_the_bearer_token(site: str, timed: shardq.Client) -> None:
+    queue = fresh("guarded")
+    none = call(f"{site}/api/queues/{queue}/pause", "POST")
+    assert none.status == 401
+    assert none.headers["www-authenticate"] == "Bearer"
+    assert call(f"{site}/api/queues/{queue}/pause", "POST", token="x" * 32).status == 403
+    assert queue not in timed.paused()
+    done = call(f"{site}/api/queues/{queue}/pause", "POST", token=TOKEN)
+    assert done.status == 200
+    assert queue in timed.paused()
+    assert call(f"{site}/api/queues/{queue}/resume", "POST", token=TOKEN).json()["count"] == 1
+    assert queue not in timed.paused()
+
+
+def test_purge_is_bounded_and_says_more_remain(site: str, timed: shardq.Client) -> None:
+    queue = fresh("purge")
+    timed.enqueue_many(queue, [{"n": n} for n in range(ACTION_ROWS + 200)])
+    first = call(f"{site}/api/queues/{queue}/purge", "POST", token=TOKEN).json()
+    assert (first["count"], first["more"]) == (ACTION_ROWS, True)
+    second = call(f"{site}/api/queues/{queue}/purge", "POST", token=TOKEN).json()
+    assert (second["count"], second["more"]) == (200, False)
+    assert timed.stats(queue)["available"] == 0
+
+
+def kill(client: shardq.Client, queue: str, n: int) -> list[str]:
+    client.enqueue_many(queue, [{"n": i} for i in range(n)])
+    tasks = claim_all(client, queue)
+    client.nack_many(tasks, ["boom"] * len(tasks), dead=[True] * len(tasks))
+    return [str(t.id) for t in tasks]
+
+
+def test_dead_letters_retry_and_purge_by_id_and_by_queue(site: str,
+                                                         timed: shardq.Client) -> None:
+    queue = fresh("dead")
+    ids = kill(timed, queue, 5)
+    retried = call(f"{site}/api/dead/retry", "POST", {"ids": ids[:2]}, token=TOKEN).json()
+    assert retried["count"] == 2
+    purged = call(f"{site}/api/dead/purge", "POST", {"ids": ids[2:3]}, token=TOKEN).json()
+    assert purged["count"] == 1
+    rest = call(f"{site}/api/dead/retry", "POST", {"queue": queue}, token=TOKEN).json()
+    assert (rest["count"], rest["more"]) == (2, False)
+    figures = timed.stats(queue)
+    assert (figures["available"], figures["dead"]) == (4, 0)
+    both = call(f"{site}/api/dead/purge", "POST", {"queue": queue, "ids": ids}, token=TOKEN)
+    assert both.status == 400
+    assert call(f"{site}/api/dead/purge", "POST", {"what": 1}, token=TOKEN).status == 400
+
+
+def test_cancel_through_the_api(site: str, timed: shardq.Client) -> None:
+    task_id = timed.enqueue(fresh("cancel"), {})
+    done = call(f"{site}/api/tasks/{task_id}/cancel", "POST", token=TOKEN).json()
+    assert done["count"] == 1
+    assert timed.get(task_id) is None
+
+
+def test_pages_render_and_escape(site: str, timed: shardq.Client) -> None:
+    queue = fresh("pages")
+    [task_id] = kill(timed, queue, 1)
+    timed.retry_dead([task_id])
+    [task] = timed.claim(queue, limit=1)
+    timed.nack(task, "<script>alert(1)</script>", dead=True)
+    home = call(f"{site}/")
+    assert home.status == 200
+    assert queue in home.text
+    page = call(f"{site}/queues/{queue}")
+    assert page.status == 200
+    assert "<script>alert(1)</script>" not in page.text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
+    task_page = call(f"{site}/tasks/{task_id}").text
+    assert "enqueued" in task_page
+    assert "last put back in line" in task_page
+    assert call(f"{site}/tasks/{uuid.uuid4()}").status == 404
+    found = call(f"{site}/tasks?{urlencode({'id': task_id})}")
+    assert (found.status, found.headers["location"].endswith(f"/tasks/{task_id}")) == (303, True)
+    svg = call(f"{site}/chart.svg?{urlencode({'queue': queue})}")
+    assert svg.headers["content-type"].startswith("image/svg+xml")
+    assert svg.text.startswith("<svg")
+
+
+def test_forms_need_the_session_and_the_csrf_field(site: str, timed: shardq.Client) -> None:
+    queue = fresh("forms")
+    guard = Guard(TOKEN)
+    url = f"{site}/actions/queues/{queue}/pause"
+    form = urlencode({"csrf": guard.csrf}).encode()
+    assert call(url, "POST", form=form).status == 401  # no session
+    session = f"{COOKIE}={guard.session}"
+    forged = urlencode({"csrf": "0" * 64}).encode()
+    assert call(url, "POST", form=forged, cookie=session).status == 403
+    assert queue not in timed.paused()
+    done = call(url, "POST", form=form, cookie=session)
+    assert done.status == 303
+    assert queue in timed.paused()
+    wrong = call(f"{site}/login", "POST", form=urlencode({"token": "nope"}).encode())
+    assert wrong.status == 403
+    right = call(f"{site}/login", "POST",
+                 form=urlencode({"token": TOKEN, "next": "//evil.example/"}).encode())
+    assert right.status == 303
+    assert right.headers["location"] == "/"  # only this dashboard's own pages
+    assert f"{COOKIE}={guard.session}" in right.headers["set-cookie"]
+    assert "samesite=strict" in right.headers["set-cookie"].lower()
+
+
+@pytest.mark.parametrize("settings", [{"read_only": True}, {}])
+def test_without_a_token_no_action_is_served(timed: shardq.Client,
+                                             settings: dict[str, Any]) -> None:
+    queue = fresh("readonly")
+    timed.enqueue(queue, {})
+    with serving(create_app(timed, DashboardConfig(**settings))) as url:
+        assert call(f"{url}/api/queues/{queue}/pause", "POST", token=TOKEN).status in (404, 405)
+        assert call(f"{url}/actions/queues/{queue}/pause", "POST").status in (404, 405)
+        assert call(f"{url}/login").status == 404
+        page = call(f"{url}/queues/{queue}").text
+        assert "<form method=\"post\"" not in page
+        assert "read-only" in page
+    assert queue not in timed.paused()
+    with pytest.raises(ValueError, match="read-only"):
+        create_app(timed, DashboardConfig(read_only=True), token=TOKEN)
+
+
+def test_hidden_payloads_show_sizes(timed: shardq.Client) -> None:
+    queue = fresh("private")
+    task_id = timed.enqueue(queue, {"email": "grace@example.org"})
+    with serving(create_app(timed, DashboardConfig(hide_payloads=True))) as url:
+        record = call(f"{url}/api/tasks/{task_id}").json()
+        assert "payload" not in record
+        assert record["payload_bytes"] == len('{"email":"grace@example.org"}')
+        for path in (f"/tasks/{task_id}", f"/queues/{queue}", f"/api/queues/{queue}"):
+            assert "grace@example.org" not in call(url + path).text
+
+
+def test_mounted_under_a_path(timed: shardq.Client) -> None:
+    queue = fresh("mounted")
+    timed.enqueue(queue, {})
+    outer = Starlette(routes=[Mount("/ops/queues", app=create_app(timed, token=TOKEN))])
+    with serving(outer) as url:
+        home = call(f"{url}/ops/queues/")
+        assert home.status == 200
+        assert f'href="{url}/ops/queues/queues/{queue}"' in home.text
+        login = call(f"{url}/ops/queues/login", "POST",
+                     form=urlencode({"token": TOKEN, "next": "/ops/queues/"}).encode())
+        assert login.headers["location"] == "/ops/queues/"
+        assert "Path=/ops/queues/" in login.headers["set-cookie"]
+        paused = call(f"{url}/ops/queues/api/queues/{queue}/pause", "POST", token=TOKEN)
+        assert paused.status == 200
+        missing = call(f"{url}/ops/queues/api/tasks/{uuid.uuid4()}")
+        assert (missing.status, "error" in missing.json()) == (404, True)
+    assert queue in timed.paused()
