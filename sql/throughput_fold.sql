@@ -8,9 +8,10 @@ WITH c AS (
     SELECT coalesce(%(now)s::timestamptz, now()) AS now
 ), gone AS (
     DELETE FROM shardq.throughput AS tp
-    USING c
-    WHERE (tp.slot >= 0 AND tp.period < c.now - %(keep_s)s::float8 * interval '1 second')
-       OR (tp.slot < 0 AND tp.period < c.now - %(history_s)s::float8 * interval '1 second')
+    WHERE (tp.slot >= 0
+           AND tp.period < (SELECT now FROM c) - %(keep_s)s::float8 * interval '1 second')
+       OR (tp.slot < 0
+           AND tp.period < (SELECT now FROM c) - %(history_s)s::float8 * interval '1 second')
     RETURNING tp.queue, tp.period, tp.slot, tp.enqueued, tp.completed
 )
 SELECT queue, date_trunc('minute', period) AS minute,

@@ -457,7 +457,8 @@ CLAUSES = {"claim_where": AS_CONDITION, "rescue_where": AS_CONDITION,
            "promote_where": AS_CONDITION, "claim_set": AS_SET_LIST, "rescue_set": AS_SET_LIST,
            "promote_set": AS_SET_LIST, "claim_returning": AS_RETURNING,
            "claim_columns": AS_EXPRESSION, "suspect": AS_CONDITION,
-           "rescue_dies": AS_CONDITION, "rescue_error": AS_EXPRESSION}
+           "rescue_dies": AS_CONDITION, "rescue_error": AS_EXPRESSION,
+           "task_columns": AS_EXPRESSION}
 
 
 @pytest.mark.parametrize("name", COMPOSED)

@@ -4,8 +4,11 @@ mounting, and the bounded actions."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -17,7 +20,7 @@ import shardq
 from shardq.web import DashboardConfig, create_app
 from shardq.web.actions import ACTION_ROWS
 from shardq.web.auth import COOKIE, Guard
-from tests.helpers import bucket_of, claim_all
+from tests.helpers import bucket_of, claim_all, free_port, wait_for
 from tests.web import TOKEN, call, serving
 
 
@@ -230,3 +233,52 @@ def test_mounted_under_a_path(timed: shardq.Client) -> None:
         missing = call(f"{url}/ops/queues/api/tasks/{uuid.uuid4()}")
         assert (missing.status, "error" in missing.json()) == (404, True)
     assert queue in timed.paused()
+
+
+def dashboard_cli(dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "shardq", "dashboard", "--dsn", dsn, *args],
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_cli_refuses_unsafe_or_conflicting_tokens(dsn: str, tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    token.chmod(0o644)
+    loose = dashboard_cli(dsn, "--token-file", str(token))
+    assert (loose.returncode, "chmod 600" in loose.stderr) == (2, True)
+    token.chmod(0o600)
+    both = dashboard_cli(dsn, "--token-file", str(token), "--read-only")
+    assert (both.returncode, "not both" in both.stderr) == (2, True)
+    token.write_text("short")
+    weak = dashboard_cli(dsn, "--token-file", str(token))
+    assert (weak.returncode, "at least 16" in weak.stderr) == (2, True)
+    missing = dashboard_cli(dsn, "--token-file", str(tmp_path / "nowhere"))
+    assert (missing.returncode, "cannot read" in missing.stderr) == (2, True)
+
+
+def test_cli_serves_the_dashboard(dsn: str, client: shardq.Client, tmp_path: Path) -> None:
+    queue = fresh("served")
+    client.enqueue(queue, {})
+    token = tmp_path / "token"
+    token.write_text(TOKEN)
+    token.chmod(0o600)
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "shardq", "dashboard", "--dsn", dsn,
+                             "--port", str(port), "--token-file", str(token)],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_for(lambda: _answers(f"{url}/api/queues"), timeout=30, what="the dashboard")
+        assert call(f"{url}/api/queues/{queue}/pause", "POST", token=TOKEN).status == 200
+        assert queue in client.paused()
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert "actions need the token" in err
+
+
+def _answers(url: str) -> bool:
+    try:
+        return call(url).status == 200
+    except OSError:
+        return False

@@ -247,3 +247,10 @@ def test_the_database_refuses_bad_queue_names_written_around_the_client(
 def test_the_database_takes_every_good_queue_name(connect: psycopg.Connection[Any]) -> None:
     for queue in ["a", "A.b:c-d_9", "9", "q" * 128]:
         connect.execute("INSERT INTO shardq.tasks (queue, payload) VALUES (%s, '{}')", (queue,))
+
+
+def test_per_task_options_must_be_lists(client: shardq.Client) -> None:
+    client.enqueue("lists", {})
+    tasks = client.claim("lists", limit=1) or claim_all(client, "lists")
+    with pytest.raises(shardq.InvalidTask, match="dead must be a list with one entry per task"):
+        client.nack_many(tasks, dead=True)  # type: ignore[arg-type]

@@ -6,6 +6,8 @@ scale, and a legend.  Only numbers and fixed words go into the picture.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from shardq.figures import short
 from shardq.history import Minute
 
@@ -14,10 +16,15 @@ LEFT, RIGHT, TOP, BOTTOM = 56, 12, 24, 28
 SERIES = (("enqueued", "#2f6fdf"), ("completed", "#1a9d55"))
 
 
-def svg(minutes: list[Minute]) -> str:
-    """The picture of ``minutes`` (oldest first), per-minute counts shown as tasks/s."""
+def svg(minutes: list[Minute], now: datetime) -> str:
+    """The picture of ``minutes`` (oldest first), per-minute counts shown as tasks/s; the
+    current minute's rate is over its seconds so far, so the line does not drop at the end."""
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-    rates = {name: [getattr(m, name) / 60 for m in minutes] for name, _ in SERIES}
+    spans = [60.0] * len(minutes)
+    if minutes:
+        spans[-1] = min(60.0, max(1.0, (now - minutes[-1].at).total_seconds()))
+    rates = {name: [getattr(m, name) / s for m, s in zip(minutes, spans, strict=True)]
+             for name, _ in SERIES}
     top = max([1.0, *rates["enqueued"], *rates["completed"]])
     step = plot_w / max(len(minutes) - 1, 1)
 

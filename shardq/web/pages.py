@@ -82,8 +82,9 @@ def task_page(request: Request) -> Response:
 
 def chart_svg(request: Request) -> Response:
     """The hour's throughput (one queue's with ``?queue=``) as SVG."""
-    minutes = history.series(context(request).st, request.query_params.get("queue") or None)
-    return Response(chart.svg(minutes), media_type="image/svg+xml",
+    st = context(request).st
+    minutes = history.series(st, request.query_params.get("queue") or None)
+    return Response(chart.svg(minutes, reads.now(st)), media_type="image/svg+xml",
                     headers={"Cache-Control": "no-store"})
 
 

@@ -12,8 +12,8 @@ from datetime import datetime
 
 from shardq.task import TaskInfo
 
-NEXT = {"available": "due since", "scheduled": "due at", "locked": "lease runs out at",
-        "dead": "died at"}
+NEXT = {"available": "due (waiting since)", "scheduled": "due", "locked": "lease runs out",
+        "dead": "died"}
 
 
 @dataclass(frozen=True)
