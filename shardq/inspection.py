@@ -30,7 +30,8 @@ def tasks(st: Statements, queue: str, status: str, limit: int, *, newest: bool =
     whose exec_time lies in (``after``, ``before``], earliest first (latest first with
     ``newest``).  One bounded range scan per bucket: the cost does not grow with the queue.
     """
-    rows = st.all("tasks_last" if newest else "tasks_first", {
+    query = st.query("tasks_list", fragments={"order": "order_latest"} if newest else None)
+    rows = st.all(query, {
         "queue": validate.queue_name(queue), "status": status, "limit": limit,
         "after": after, "before": before, "bucket_count": st.bucket_count},
         row_factory=dict_row)

@@ -61,6 +61,7 @@ FRAGMENTS = {
     "rescue_error": "rescue_error",
     "throughput_add": "throughput_add",
     "task_columns": "task_columns",
+    "order": "order_earliest",
 }
 
 

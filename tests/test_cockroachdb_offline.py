@@ -65,8 +65,7 @@ CRDB_QUERIES = (
     "janitor_promote",
     "janitor_rescue",
     "nack_many",
-    "tasks_first",
-    "tasks_last",
+    "tasks_list",
     "dead_delete",
     "dead_retry",
     "dead_purge",
@@ -100,7 +99,8 @@ CRDB_QUERIES = (
 FRAGMENTS = ("backoff", "placement", "placement_params", "rows_unnest", "insert_rows", "locate",
              "insert_one", "claim_where", "claim_set", "claim_returning", "rescue_where",
              "rescue_set", "promote_where", "promote_set", "claim_columns", "suspect",
-             "rescue_dies", "rescue_error", "throughput_add", "task_columns")
+             "rescue_dies", "rescue_error", "throughput_add", "task_columns",
+             "order_earliest", "order_latest")
 # Binary COPY (CockroachDB batches go through enqueue_many) and NOTIFY; keyed tasks'
 # requeue statements, which modify the table twice in one statement, live in
 # sql/postgresql/ only.
@@ -452,13 +452,14 @@ AS_SUBQUERY = sql.SQL("SELECT * FROM ({}) AS fragment")
 AS_CONDITION = sql.SQL("SELECT 1 FROM shardq.tasks WHERE {}")
 AS_SET_LIST = sql.SQL("UPDATE shardq.tasks AS t SET {} FROM (SELECT now() AS now) AS clock")
 AS_RETURNING = sql.SQL("DELETE FROM shardq.tasks AS t {}")
+AS_ORDER = sql.SQL("SELECT 1 FROM shardq.tasks ORDER BY exec_time {}")
 # The shared parts of the claim, rescue and promote statements, and how each is parsed.
 CLAUSES = {"claim_where": AS_CONDITION, "rescue_where": AS_CONDITION,
            "promote_where": AS_CONDITION, "claim_set": AS_SET_LIST, "rescue_set": AS_SET_LIST,
            "promote_set": AS_SET_LIST, "claim_returning": AS_RETURNING,
            "claim_columns": AS_EXPRESSION, "suspect": AS_CONDITION,
            "rescue_dies": AS_CONDITION, "rescue_error": AS_EXPRESSION,
-           "task_columns": AS_EXPRESSION}
+           "task_columns": AS_EXPRESSION, "order_earliest": AS_ORDER, "order_latest": AS_ORDER}
 
 
 @pytest.mark.parametrize("name", COMPOSED)

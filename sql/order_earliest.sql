@@ -1,0 +1,2 @@
+-- Earliest first (tasks_list's default order).
+ASC

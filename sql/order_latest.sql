@@ -1,0 +1,2 @@
+-- Latest first.
+DESC
