@@ -293,7 +293,13 @@ class Stage:
         return wait_until(drained, timeout_s, step_s=0.25)
 
     def unacked_by(self, pids: list[int]) -> set[int]:
-        """Tasks that ``pids`` ran (logged) and whose rows are still there: not acked."""
+        """Tasks that ``pids`` (dead, and no other daemon running) ran (logged) and whose
+        rows are still there: not acked."""
+        # A log write sent just before the kill may still be running on the log server:
+        # wait until the dead processes' sessions are gone, so it has landed or never will.
+        wait_until(lambda: not self.log_query(
+            "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
+            "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"), 10)
         ran = self.log_query("SELECT DISTINCT task_id, n FROM chaos_runs "
                              "WHERE outcome = 'ok' AND pid = ANY(%s)", (pids,))
         there = {r[0] for r in self.query("SELECT id FROM shardq.tasks WHERE id = ANY(%s)",
