@@ -6,11 +6,12 @@
         [--resume | --report-only] [--dsn URL] [--out DIR]
 
 ``--quick`` runs every scenario small (two to three minutes on a busy 2-core box,
-~50 s of CPU; fleet and processes ≈ 30 s of that) and asserts nothing about speed: it
+~50 s of CPU; fleet and processes add ≈ 40 s on a loaded box) and asserts nothing about speed: it
 checks that the harness works and writes ``report-quick.md``.  ``fleet`` (pgbench
 claim+ack, 4 bucket counts x 8-128 connections) and ``processes`` (``shardq consume
---processes 1-8``, 1 and 16 buckets) take about 12 minutes each on a loaded 2-core box.  ``--resume`` re-runs the named scenarios and keeps the
-results file's records of the others; ``--report-only`` re-renders from that file.
+--processes 1-8``, 1 and 16 buckets) take about 12 minutes each on a loaded 2-core box.
+``--resume`` re-runs the named scenarios and keeps the results file's records of the
+others; ``--report-only`` re-renders from that file.
 """
 
 from __future__ import annotations

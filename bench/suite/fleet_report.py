@@ -91,7 +91,8 @@ def worker_section(records: list[Record], settings: Settings) -> list[str]:
             "Ratios are medians of per-repetition ratios.", "",
             markdown_table(["processes", *(f"{b} buckets tasks/s" for b in buckets),
                             *(f"{b} ÷ {buckets[0]} bucket" for b in buckets[1:]),
-                            *(f"{b} buckets: ÷ {procs[0]} process" for b in buckets)], rows), ""]
+                            *(f"{b} buckets: ÷ {procs[0]} process{'es' if procs[0] > 1 else ''}"
+                              for b in buckets)], rows), ""]
 
 
 def draw(records: list[Record], settings: Settings, out: Path) -> list[Path]:

@@ -81,5 +81,5 @@ def quick_settings() -> Settings:
         backlogs=(2_000, 20_000), in_flight=1_000, future=20_000, backlog_drain=1_000,
         claim_samples=20, ablation_buckets=(1, 64), ablation_claimers=(2, 32),
         ablation_tasks=2_000, fleet_buckets=(1, 16), fleet_clients=(8, 32), fleet_tasks=8_000,
-        worker_processes=(2,), worker_buckets=(1, 16), worker_tasks=2_000, churn_s=3.0,
+        worker_processes=(2,), worker_buckets=(16,), worker_tasks=2_000, churn_s=3.0,
         churn_rate=100.0)
