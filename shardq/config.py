@@ -18,6 +18,10 @@ from typing import Any, TypeVar
 from shardq.errors import ConfigError
 from shardq.validate import INT4_MAX, MAX_DELAY_S, MAX_LEASE_S, MAX_PAYLOAD_BYTES
 
+# 16 buckets: with 8 to 128 connections claiming at once (pgbench running shardq's claim +
+# ack, `python -m bench --scenarios fleet`) 16 was the fastest or within noise of it,
+# 1.8x one bucket at 8 connections and 2.4x at 128; 64 buckets were no faster and poll
+# more when idle.  See bench/suite/analysis.md, "What the buckets buy".
 DEFAULT_BUCKET_COUNT = 16
 DEFAULT_MAX_ATTEMPTS = 10
 MAX_BUCKET_COUNT = 1024

@@ -72,12 +72,14 @@ def _count(url: str) -> int:
 
 
 def pgbench(url: str, script: str, clients: int, transactions: int,
-            variables: dict[str, object]) -> tuple[float, str]:
-    """Run ``script`` with ``clients`` x ``transactions``; (seconds excluding connects, output)."""
+            variables: dict[str, object], threads: int | None = None) -> tuple[float, str]:
+    """Run ``script`` with ``clients`` x ``transactions`` on ``threads`` pgbench threads
+    (default one per client); (seconds excluding connects, output)."""
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
         f.write(script)
         path = f.name
-    cmd = [str(pgbench_path()), "-n", "-M", "prepared", "-c", str(clients), "-j", str(clients),
+    jobs = threads or clients
+    cmd = [str(pgbench_path()), "-n", "-M", "prepared", "-c", str(clients), "-j", str(jobs),
            "-t", str(max(1, transactions)), "-f", path]
     for key, value in variables.items():
         cmd += ["-D", f"{key}={value}"]
@@ -94,12 +96,13 @@ def pgbench(url: str, script: str, clients: int, transactions: int,
     return seconds, done.stdout
 
 
-def drain(url: str, buckets: int, limit: int, clients: int, backlog: int) -> dict[str, float]:
+def drain(url: str, buckets: int, limit: int, clients: int, backlog: int,
+          threads: int | None = None) -> dict[str, float]:
     """Claim+ack from a ``backlog`` of waiting tasks, stopping before it runs low (80%)."""
     before = _count(url)
     per_client = int(0.8 * backlog / (limit * clients))
     seconds, _ = pgbench(url, claim_ack_script(buckets, limit), clients, per_client,
-                         {"queue": QUEUE, "lease_s": 30})
+                         {"queue": QUEUE, "lease_s": 30}, threads)
     done = before - _count(url)
     return {"tasks": done, "seconds": seconds, "rate": done / seconds if seconds else 0.0}
 

@@ -1,13 +1,17 @@
 """``python -m bench``: run the suite's scenarios and write the report and plots.
 
-    python -m bench [--quick] [--scenarios enqueue,drain,pickup,backlog,ablation,cost]
+    python -m bench [--quick]
+        [--scenarios enqueue,drain,pickup,backlog,ablation,cost,fleet,processes]
         [--reps 3] [--drain 50000] [--churn-s 600] [--churn-rate 200] [--with-5m]
         [--resume | --report-only] [--dsn URL] [--out DIR]
 
 ``--quick`` runs every scenario small (two to three minutes on a busy 2-core box,
-~50 s of CPU) and asserts nothing about speed: it checks that the harness works and
-writes ``report-quick.md``.  ``--resume`` re-runs the named scenarios and keeps the
-results file's records of the others; ``--report-only`` re-renders from that file.
+~50 s of CPU; fleet and processes add ≈ 40 s on a loaded box) and asserts nothing about speed: it
+checks that the harness works and writes ``report-quick.md``.  ``fleet`` (pgbench
+claim+ack, 4 bucket counts x 8-128 connections) and ``processes`` (``shardq consume
+--processes 1-8``, 1 and 16 buckets) take about 12 minutes each on a loaded 2-core box.
+``--resume`` re-runs the named scenarios and keeps the results file's records of the
+others; ``--report-only`` re-renders from that file.
 """
 
 from __future__ import annotations
@@ -21,11 +25,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench import common
-from bench.suite import backlog, harness, pickup, plots, report, throughput
+from bench.suite import backlog, fleet, harness, pickup, plots, report, throughput
 from bench.suite.settings import Settings, quick_settings
 
 OUT = common.RESULTS_DIR / "suite"
-SCENARIOS = ("enqueue", "drain", "pickup", "backlog", "ablation", "cost")
+SCENARIOS = ("enqueue", "drain", "pickup", "backlog", "ablation", "cost", "fleet", "processes")
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Settings]:
@@ -84,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.resume and raw.exists():
         rerun = {"enqueue": ("enqueue_single", "drain"), "drain": ("enqueue_single", "drain"),
                  "pickup": ("pickup",), "backlog": ("backlog",), "ablation": ("ablation",),
-                 "cost": ("churn",)}
+                 "cost": ("churn",), "fleet": ("fleet_ceiling",),
+                 "processes": ("fleet_worker",)}
         dropped = {kind for s in wanted for kind in rerun[s]}
         records += [r for r in json.loads(raw.read_text()) if r["scenario"] not in dropped]
     steps: list[tuple[str, Callable[[], None]]] = [
@@ -93,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         ("backlog", lambda: backlog.run(settings, args.dsn, records)),
         ("ablation", lambda: backlog.run_ablation(settings, args.dsn, records)),
         ("cost", lambda: pickup.run_churn(settings, args.dsn, records)),
+        ("fleet", lambda: fleet.run_ceiling(settings, args.dsn, records)),
+        ("processes", lambda: fleet.run_workers(settings, args.dsn, records)),
     ]
     failed: list[str] = []
     for name, step in steps:

@@ -69,9 +69,11 @@ def call(spec: dict[str, Any], timeout: float = 3600.0) -> dict[str, Any]:
 
 
 @contextmanager
-def fresh_server(dsn: str | None) -> Iterator[tuple[str, str, common.Databases]]:
+def fresh_server(dsn: str | None, max_connections: int | None = None
+                 ) -> Iterator[tuple[str, str, common.Databases]]:
     """A fresh PostgreSQL (embedded unless ``dsn``) and a Databases helper on it."""
-    with common.server(dsn) as (admin, description), common.Databases(admin, "sq_suite") as dbs:
+    with (common.server(dsn, max_connections) as (admin, description),
+          common.Databases(admin, "sq_suite") as dbs):
         yield admin, description, dbs
 
 

@@ -10,8 +10,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from bench.suite.report import med, select
+from bench.suite import fleet_report
 from bench.suite.settings import DRAIN_VARIANTS, PICKUP_VARIANTS, Settings
+from bench.suite.stats import med, select
 
 Record = dict[str, Any]
 
@@ -85,4 +86,4 @@ def draw(records: list[Record], settings: Settings, out: Path) -> list[Path]:
         fig.savefig(out / "ablation.png", dpi=100)
         plt.close(fig)
         paths.append(out / "ablation.png")
-    return paths
+    return paths + fleet_report.draw(records, settings, out)

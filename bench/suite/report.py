@@ -8,8 +8,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench.common import markdown_table, median
+from bench.common import markdown_table
+from bench.suite import fleet_report
 from bench.suite.settings import DRAIN_VARIANTS, PICKUP_VARIANTS, Settings
+from bench.suite.stats import fmt_ratio, med, paired_ratio, select
 
 Record = dict[str, Any]
 ANALYSIS = Path(__file__).resolve().parent / "analysis.md"
@@ -24,29 +26,6 @@ def versions() -> str:
         except metadata.PackageNotFoundError:
             parts.append(f"{dist} (not installed)")
     return ", ".join(parts)
-
-
-def select(records: list[Record], scenario: str, **match: Any) -> list[Record]:
-    """The records of ``scenario`` whose fields equal ``match``."""
-    return [r for r in records if r["scenario"] == scenario
-            and all(r.get(k) == v for k, v in match.items())]
-
-
-def med(records: list[Record], key: str) -> float:
-    """Median of ``key`` over ``records`` (nan when none)."""
-    return median([float(r[key]) for r in records if key in r])
-
-
-def paired_ratio(a: list[Record], b: list[Record], key: str) -> float:
-    """Median over repetitions of a[key] ÷ b[key] for runs of the same repetition."""
-    by_rep = {r["rep"]: r[key] for r in b if r.get(key)}
-    ratios = [r[key] / by_rep[r["rep"]] for r in a if r["rep"] in by_rep and by_rep[r["rep"]]]
-    return median(ratios)
-
-
-def fmt_ratio(x: float) -> str:
-    """``1.23x`` or n/a."""
-    return "n/a" if math.isnan(x) else f"{x:.2f}x"
 
 
 def _enqueue(records: list[Record]) -> list[str]:
@@ -237,7 +216,9 @@ def render(records: list[Record], settings: Settings, machine: list[str], comman
     sections: list[Callable[[], list[str]]] = [
         lambda: _enqueue(records), lambda: _drain(records, settings), lambda: _pickup(records),
         lambda: _backlog(records, settings), lambda: _ablation(records, settings),
-        lambda: _cost(records, settings)]
+        lambda: _cost(records, settings),
+        lambda: fleet_report.ceiling_section(records, settings),
+        lambda: fleet_report.worker_section(records, settings)]
     for section in sections:
         lines += section()
     lines += ["## Targets (issue 6)", "", markdown_table(["target", "measured", ""],

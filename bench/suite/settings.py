@@ -61,9 +61,16 @@ class Settings:
     ablation_buckets: tuple[int, ...] = (1, 4, 16, 64)
     ablation_claimers: tuple[int, ...] = (2, 8, 32)
     ablation_tasks: int = 30_000
+    fleet_buckets: tuple[int, ...] = (1, 4, 16, 64)
+    fleet_clients: tuple[int, ...] = (8, 32, 64, 128)
+    fleet_tasks: int = 100_000  # 128 clients x 6 claims of 100 within its 80%
+    worker_processes: tuple[int, ...] = (1, 2, 4, 8)
+    worker_buckets: tuple[int, ...] = (1, 16)
+    worker_tasks: int = 60_000
     churn_s: float = 600.0
     churn_rate: float = 200.0
-    scenarios: tuple[str, ...] = ("enqueue", "drain", "pickup", "backlog", "ablation", "cost")
+    scenarios: tuple[str, ...] = ("enqueue", "drain", "pickup", "backlog", "ablation", "cost",
+                                  "fleet", "processes")
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -73,4 +80,6 @@ def quick_settings() -> Settings:
         quick=True, reps=1, enqueue_single=200, drain=3_000, pickup_s=1.5, loaded_rate=200.0,
         backlogs=(2_000, 20_000), in_flight=1_000, future=20_000, backlog_drain=1_000,
         claim_samples=20, ablation_buckets=(1, 64), ablation_claimers=(2, 32),
-        ablation_tasks=2_000, churn_s=3.0, churn_rate=100.0)
+        ablation_tasks=2_000, fleet_buckets=(1, 16), fleet_clients=(8, 32), fleet_tasks=8_000,
+        worker_processes=(2,), worker_buckets=(16,), worker_tasks=2_000, churn_s=3.0,
+        churn_rate=100.0)

@@ -51,7 +51,7 @@ def enqueue(url: str, n: int, batch: int) -> dict[str, Any]:
 
 def consume(url: str, spec: dict[str, Any], probe: Probe, ready: Callable[[], None]) -> None:
     """Run a worker until ``probe`` saw its target or ``spec['deadline_s']`` passed."""
-    if int(spec.get("processes", 1)) > 1:
+    if int(spec.get("processes", 1)) > 1 or spec.get("cli"):
         consume_processes(url, spec, probe, ready)
         return
     app = shardq.App()
@@ -90,36 +90,46 @@ def consume_processes(url: str, spec: dict[str, Any], probe: Probe,
                       ready: Callable[[], None]) -> None:
     """Run ``shardq consume --processes N`` as a user would, until the queue is empty.
 
-    The clock starts when the first worker process logs that it is consuming (the
-    other variants' clocks also start with their workers built, not their imports),
-    and it counts the tasks still queued then.  The handlers run in other processes,
-    so the probe cannot count their starts: the run ends when the table holds none of
-    the queue's tasks (every task started and acked), read every 10 ms.  CPU and
-    memory are the supervisor's and its children's, from the clock's start.
+    The queue is paused while the processes start (on two cores eight of them take
+    seconds to import and connect, and the first would drain the queue alone
+    meanwhile): the clock starts when every worker process has logged that it is
+    consuming and the queue is resumed (whose NOTIFY wakes them), and it counts the
+    tasks queued then.  The handlers run in other processes, so the probe cannot count
+    their starts: the run ends when the table holds none of the queue's tasks (every
+    task started and acked), read every 10 ms.  CPU and memory are the supervisor's
+    and its children's, from the clock's start.
     """
+    processes = int(spec.get("processes", 1))
     flags = [f"--{key}={int(spec[key])}" for key in ("processes", "batch", "claimers",
                                                       "concurrency") if spec.get(key)]
     command = [sys.executable, "-m", "shardq", "consume", f"{__name__}:noop",
                f"--queue={QUEUE}", "--shutdown-grace-s=5", *flags]
+    with shardq.Client(url, pool_max_size=1) as client:
+        client.pause(QUEUE)
     ready()
     daemon = subprocess.Popen(command, env={**os.environ, "SHARDQ_DSN": url}, cwd=ROOT,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    consuming = threading.Event()
+    all_consuming = threading.Event()
 
     def watch_log() -> None:
         assert daemon.stderr is not None
+        seen = 0
         for line in daemon.stderr:  # read to the end, or the daemon blocks on a full pipe
             if "consuming" in line:
-                consuming.set()
+                seen += 1
+                if seen >= processes:
+                    all_consuming.set()
 
     threading.Thread(target=watch_log, daemon=True).start()
     deadline = time.monotonic() + float(spec["deadline_s"])
     try:
-        with psycopg.connect(url, autocommit=True) as conn:
-            consuming.wait(max(0.0, deadline - time.monotonic()))
+        with psycopg.connect(url, autocommit=True) as conn, \
+                shardq.Client(url, pool_max_size=1) as client:
+            all_consuming.wait(max(0.0, deadline - time.monotonic()))
             tree = psutil.Process(daemon.pid)
             cpu0 = _tree_usage(tree)[0]
             probe.target = _queued(conn)
+            client.resume(QUEUE)
             probe.start()
             while not probe.done.is_set() and time.monotonic() < deadline:
                 cpu, rss = _tree_usage(tree)
