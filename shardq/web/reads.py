@@ -10,17 +10,22 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 from uuid import UUID
 
-from shardq import history, inspection, queuestats
+from shardq import history, inspection, queuestats, validate
 from shardq.queuestats import QueueStats
 from shardq.statements import Statements
 from shardq.task import TaskInfo
 
 LIST_ROWS = 20  # tasks in each list of a queue's page
+# Threads that run a page's reads at once (each holds a pooled connection meanwhile).
+_READERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="shardq-web")
 
 
 @dataclass(frozen=True)
@@ -47,16 +52,23 @@ def now(st: Statements) -> datetime:
 
 
 def queue_view(st: Statements, name: str, rows: int = LIST_ROWS) -> QueueView:
-    """Everything on one queue's page."""
+    """Everything on one queue's page.  The reads are independent, so they run at once,
+    each on a connection of the client's pool: the page takes as long as the slowest
+    (the figures), not the sum."""
     at = now(st)
-    return QueueView(
-        stats=queuestats.stats(st, name),
-        oldest_waiting=inspection.tasks(st, name, "available", rows, before=at),
-        newest_waiting=inspection.tasks(st, name, "available", rows, newest=True, before=at),
-        next_scheduled=inspection.tasks(st, name, "available", rows, after=at),
-        running=inspection.tasks(st, name, "locked", rows),
-        dead=inspection.tasks(st, name, "dead", rows, newest=True),
-        throughput=history.series(st, name))
+    name = validate.queue_name(name)
+    reads: dict[str, Callable[[], Any]] = {
+        "stats": partial(queuestats.stats, st, name),
+        "oldest_waiting": partial(inspection.tasks, st, name, "available", rows, before=at),
+        "newest_waiting": partial(inspection.tasks, st, name, "available", rows, newest=True,
+                                  before=at),
+        "next_scheduled": partial(inspection.tasks, st, name, "available", rows, after=at),
+        "running": partial(inspection.tasks, st, name, "locked", rows),
+        "dead": partial(inspection.tasks, st, name, "dead", rows, newest=True),
+        "throughput": partial(history.series, st, name),
+    }
+    futures = {field: _READERS.submit(read) for field, read in reads.items()}
+    return QueueView(**{field: future.result() for field, future in futures.items()})
 
 
 def payload_bytes(payload: Any) -> int:
