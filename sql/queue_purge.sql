@@ -1,11 +1,15 @@
 -- Delete a bounded batch of one queue's waiting tasks (due or scheduled) in one
 -- bucket: one range of the primary key, (bucket, queue, 'available'), never other
--- queues' rows nor running ones.  Rows another statement holds are skipped; the
--- delete re-checks the status, so a task claimed meanwhile is left alone.
+-- queues' rows nor running ones.  The ORDER BY is the key's own order: it holds the
+-- planner to that range (without it, a LIMIT over a large queue looks cheaper as a
+-- sequential scan that stops early, and reads ever more of the table).  Rows another
+-- statement holds are skipped; the delete re-checks the status, so a task claimed
+-- meanwhile is left alone.
 DELETE FROM shardq.tasks
 WHERE id IN (
     SELECT id FROM shardq.tasks
     WHERE {bucket} = %(bucket)s AND queue = %(queue)s AND status = 'available'
+    ORDER BY exec_time
     LIMIT {limit}
     FOR UPDATE SKIP LOCKED)
   AND status = 'available'

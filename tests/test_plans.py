@@ -343,3 +343,26 @@ def test_dashboard_lists_read_a_bounded_range_per_bucket(big: psycopg.Connection
     # Only the buckets' few rows are sorted (the merge), never the backlog.
     for sort in (n for n in plan if n["Node Type"] == "Sort"):
         assert sort["Actual Rows"] <= 16 * 20
+
+
+@pytest.mark.parametrize("generic", [False, True])
+def test_queue_purge_reads_one_bounded_range(big: psycopg.Connection[Any],
+                                             generic: bool) -> None:
+    text, names = numbered(composed(big, "queue_purge"))
+    statement = f"purge_{int(generic)}"
+    with big.transaction(force_rollback=True):
+        if generic:
+            big.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        big.execute(f"PREPARE {statement} AS " + text)
+        args = ", ".join(psycopg.sql.Literal(PARAMS[n]).as_string(big) for n in names)
+        row = big.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
+                          f"EXECUTE {statement}({args})").fetchone()
+    big.execute(f"DEALLOCATE {statement}")
+    assert row is not None
+    plan = list(nodes(row[0][0]["Plan"]))
+    kinds = [n["Node Type"] for n in plan]
+    assert "Seq Scan" not in kinds, kinds
+    assert "Sort" not in kinds, kinds
+    [scan] = [n for n in plan if n.get("Index Name") == "tasks_pkey"]
+    assert "bucket =" in scan["Index Cond"]
+    assert scan["Actual Rows"] == LIMIT
