@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from shardq import sqlfiles
 from shardq.db import Conn
 from shardq.janitor import HasStatements
 from shardq.loop import Loop
@@ -75,6 +76,26 @@ class Look:
     role: str
 
 
+def look_at(conn: Conn) -> Look:
+    """shardq.tasks' dead and live rows, and whether this role may VACUUM and REINDEX it."""
+    row = conn.execute(sqlfiles.text("vacuum_look")).fetchone()
+    assert row is not None  # the table exists: the caller read its layout
+    dead, live, vacuums, owns, version, owner, role = row
+    permitted = bool(owns)
+    if not permitted and version >= MAINTAIN_SINCE:
+        granted = conn.execute(sqlfiles.text("vacuum_maintain")).fetchone()
+        permitted = bool(granted and granted[0])
+    return Look(int(dead or 0), int(live or 0), int(vacuums or 0), permitted, str(owner),
+                str(role))
+
+
+def refusal(look: Look) -> str:
+    """Why the vacuum step cannot run for this role, and what to do about it."""
+    return (f"role {look.role} may not VACUUM or REINDEX shardq.tasks (owned by {look.owner}): "
+            "the janitor's vacuum step leaves it to autovacuum; run the janitor as the owner, "
+            f"or GRANT MAINTAIN ON shardq.tasks TO {look.role} (PostgreSQL 17+)")
+
+
 class Vacuumer(Loop[VacuumReport]):
     """Runs the vacuum step every ``vacuum_interval_s`` in a background thread.
 
@@ -103,7 +124,7 @@ class Vacuumer(Loop[VacuumReport]):
         if not self.applies:
             return VacuumReport(skipped=f"vacuum step off (setting vacuum, or no VACUUM on "
                                         f"{st.dialect.name})")
-        look = st.run(self._look)
+        look = st.run(look_at)
         if not look.permitted:
             return VacuumReport(dead_rows=look.dead, skipped=self._refused(look))
         vacuum = look.dead >= st.config.vacuum_dead_rows
@@ -119,21 +140,8 @@ class Vacuumer(Loop[VacuumReport]):
             self._checked_at = now
         return report
 
-    def _look(self, conn: Conn) -> Look:
-        row = conn.execute(self.statements.query("vacuum_look")).fetchone()
-        assert row is not None  # the table exists: the client read its layout
-        dead, live, vacuums, owns, version, owner, role = row
-        permitted = bool(owns)
-        if not permitted and version >= MAINTAIN_SINCE:
-            granted = conn.execute(self.statements.query("vacuum_maintain")).fetchone()
-            permitted = bool(granted and granted[0])
-        return Look(int(dead), int(live), int(vacuums), permitted, str(owner), str(role))
-
     def _refused(self, look: Look) -> str:
-        message = (f"role {look.role} may not VACUUM or REINDEX shardq.tasks (owned by "
-                   f"{look.owner}): the janitor leaves it to autovacuum; run the janitor as "
-                   f"the owner, or GRANT MAINTAIN ON shardq.tasks TO {look.role} "
-                   "(PostgreSQL 17+), or turn the step off (--no-vacuum)")
+        message = refusal(look) + ", or turn the step off (--no-vacuum)"
         if not self._told:
             log.warning("shardq-vacuum: %s", message)
             self._told = True
