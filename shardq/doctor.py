@@ -20,8 +20,10 @@ from shardq import sqlfiles, vacuum
 from shardq.client import Client
 from shardq.worker.config import WorkerConfig
 
-# Dead rows of shardq.tasks past which autovacuum is behind: the table's own trigger
-# is 5,000 dead rows (migration 0002), so a few times that means runs do not keep up.
+# Dead rows of shardq.tasks past which vacuum is behind: the table's own trigger is
+# 1,000 dead rows (migration 0014; 5,000 before), the janitor's vacuum_dead_rows 5,000,
+# but autovacuum comes at most once per autovacuum_naptime: a minute at 1,000 tasks/s
+# leaves ~120,000 behind without the janitor's step.
 DEAD_ROWS_BEHIND = 50_000
 OLD_XMIN_S = 600.0  # a snapshot this old holds back every vacuum of the database
 # A B-tree entry of shardq's indexes is at most about this many bytes (key, tuple
