@@ -18,6 +18,7 @@ from shardq import doctor, migrate
 from shardq.config import ClientConfig, load
 from shardq.vacuum import LOCK_KEY, MAINTAIN_SINCE, Vacuumer
 from shardq.worker.config import WorkerConfig
+from shardq.worker.daemon import Worker
 from tests.conftest import Databases
 from tests.helpers import wait_for
 
@@ -207,3 +208,16 @@ def test_a_role_that_does_not_own_the_table_is_told_once(
             conn.execute(sql.SQL("GRANT MAINTAIN ON shardq.tasks TO {}").format(
                 sql.Identifier(role)))
         assert step.run_once().vacuumed  # PostgreSQL 17+: MAINTAIN is enough
+
+
+def test_a_worker_with_janitors_runs_the_step_unless_turned_off(dsn: str) -> None:
+    app = shardq.App(dsn)
+    app.task(queue="q")(lambda: None)
+    assert WorkerConfig(janitors=1).connections == WorkerConfig(janitors=0).connections + 2
+    for vacuum, janitors, steps in ((True, 1, 1), (False, 1, 0), (True, 0, 0)):
+        worker = Worker(app, ClientConfig(dsn=dsn, vacuum=vacuum),
+                        WorkerConfig(janitors=janitors, listen=False))
+        try:
+            assert len(worker.vacuumers) == steps
+        finally:
+            worker.client.close()
