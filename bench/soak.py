@@ -144,13 +144,19 @@ def main() -> None:
     parser.add_argument("--delayed", type=int, default=2000, help="standing delayed tasks")
     parser.add_argument("--delay-s", type=float, default=120.0)
     parser.add_argument("--quick", action="store_true", help="2 minutes, to check the harness")
+    parser.add_argument("--report", action="store_true",
+                        help="only write the report again from the last run's JSON")
     args = parser.parse_args()
     if args.quick:
         args.minutes = 2
     suffix = "-quick" if args.quick else ""
+    saved = RESULTS_DIR / f"soak{suffix}.json"
+    if args.report:
+        print(write_report(json.loads(saved.read_text()), suffix))
+        return
     result = run(args)
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    (RESULTS_DIR / f"soak{suffix}.json").write_text(json.dumps(result, indent=1))
+    saved.write_text(json.dumps(result, indent=1))
     print(write_report(result, suffix))
 
 

@@ -73,6 +73,44 @@ def goals(records: list[Record], after_vacuum_p99: float | None) -> list[tuple[s
     ]
 
 
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def summary(result: dict[str, Any]) -> str:
+    """Each arm over the last FLAT_WINDOW_MIN minutes (all of a shorter run), side by side."""
+    rows = []
+    for name, records in result["records"].items():
+        window = records[-FLAT_WINDOW_MIN:]
+        span = len(window)
+        first = records[-span - 1] if len(records) > span else None
+
+        def per_min(key: str, window: list[Record] = window, first: Record | None = first,
+                    span: int = span) -> float:
+            return float(window[-1][key] - (first[key] if first else 0)) / span
+
+        def vals(key: str, window: list[Record] = window) -> list[float]:
+            return [r[key] for r in window if r[key] is not None]
+
+        wal = [w for w in (_wal_per_task(r) for r in window) if w is not None]
+        rows.append([
+            name, f"{(_mean(vals('table_bytes')) or 0) / MIB:.1f}",
+            f"{min(vals('index_bytes')) / MIB:.1f}..{max(vals('index_bytes')) / MIB:.1f}",
+            f"{max(vals('peak_dead')):,}", f"{per_min('vacuums'):.1f}",
+            f"{per_min('autovacuums'):.2f}",
+            f"{sorted(vals('claim_p50_ms'))[span // 2]:.2f}",
+            f"{sorted(vals('claim_p99_ms'))[span // 2]:.2f} / {max(vals('claim_p99_ms')):.2f}",
+            f"{_mean(vals('claim_mean_ms')) or 0:.3f}",
+            f"{sorted(vals('pickup_p99_ms'))[span // 2]:.0f}",
+            f"{_mean(wal):,.0f}" if wal else "", f"{(_mean(vals('tasks')) or 0) / 60:,.0f}",
+        ])
+    return markdown_table(
+        ["arm", "heap MiB (mean)", "indexes MiB (min..max)", "peak dead", "vacuums/min",
+         "autovacuums/min", "claim p50 ms (median minute)", "claim p99 ms (median / worst "
+         "minute)", "claim mean ms (server)", "pickup p99 ms (median minute)", "WAL B/task",
+         "tasks/s"], rows)
+
+
 def _rows(records: list[Record]) -> list[list[object]]:
     def f(v: float | None, digits: int = 2) -> str:
         return "" if v is None else f"{v:.{digits}f}"
@@ -144,6 +182,8 @@ def write_report(result: dict[str, Any], suffix: str = "") -> str:
         "autovacuum runs logged (`log_autovacuum_min_duration = 0`), over the tasks done "
         "(handler runs); the server-wide total "
         "(`pg_current_wal_lsn` deltas) is given below for comparison", "",
+        f"## Summary: the last {min(FLAT_WINDOW_MIN, facts['minutes'])} minutes", "",
+        summary(result), "",
         "## Goals", "",
     ]
     for name, recs in records.items():
