@@ -12,7 +12,9 @@ need, if it is over ``reindex_min_bytes``.
 
 Safe with several janitors: the work is done under a session advisory lock that
 only one may hold; the others skip their turn.  Bounded: one VACUUM of one table
-and at most one REINDEX per step, each under the client's ``statement_timeout_s``.
+and at most one REINDEX per step, each under the client's ``statement_timeout_s``;
+a step cut short there is not retried, and the next waits longer each time (8
+intervals, doubling, up to ten minutes).
 A role that may not maintain the table (not its owner; PostgreSQL 17+: no MAINTAIN)
 is told once in the log and in the step's report, and the table is left to
 autovacuum.  PostgreSQL only (``Dialect.vacuum``).
@@ -28,6 +30,7 @@ from typing import Any
 
 from shardq import sqlfiles
 from shardq.db import Conn
+from shardq.errors import ConnectionLost
 from shardq.janitor import HasStatements
 from shardq.loop import Loop
 from shardq.statements import Statements
@@ -37,6 +40,7 @@ log = logging.getLogger("shardq")
 LOCK_KEY = int.from_bytes(b"shardqVC", "big")  # the advisory lock of the vacuum step
 MAINTAIN_SINCE = 170000  # server_version_num of the first PostgreSQL with MAINTAIN
 FILL = 0.9  # B-tree leaf pages are filled to 90% when built
+MAX_BACKOFF_S = 600.0  # longest wait after a step was cut short
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,7 @@ class Vacuumer(Loop[VacuumReport]):
         self._clock = clock
         self._checked_at: float | None = None
         self._told = False
+        self._backoff_s, self._resume_at, self._cut = 0.0, float("-inf"), ""
 
     @property
     def applies(self) -> bool:
@@ -127,15 +132,29 @@ class Vacuumer(Loop[VacuumReport]):
         look = st.run(look_at)
         if not look.permitted:
             return VacuumReport(dead_rows=look.dead, skipped=self._refused(look))
-        vacuum = look.dead >= st.config.vacuum_dead_rows
         now = self._clock()
+        if now < self._resume_at:
+            return VacuumReport(dead_rows=look.dead, skipped=self._cut)
+        vacuum = look.dead >= st.config.vacuum_dead_rows
         reindex = st.config.reindex_bloat_ratio > 0 and (
             self._checked_at is None or now - self._checked_at >= st.config.reindex_interval_s)
         if not (vacuum or reindex):
             return VacuumReport(dead_rows=look.dead)
-        report: VacuumReport = st.db.run(
-            lambda conn: self._locked(conn, look.dead, vacuum=vacuum, reindex=reindex),
-            idempotent=False)  # a cut VACUUM or REINDEX is not repeated: the next step decides
+        try:
+            report: VacuumReport = st.db.run(
+                lambda conn: self._locked(conn, look.dead, vacuum=vacuum, reindex=reindex),
+                idempotent=False)  # a cut VACUUM or REINDEX is not repeated here
+        except ConnectionLost as exc:
+            # Most likely cut at statement_timeout_s: a table too large to vacuum within
+            # it.  Trying again every step would redo that work for nothing, so wait
+            # longer each time (and leave the table to autovacuum meanwhile).
+            self._backoff_s = min(MAX_BACKOFF_S, max(2 * self._backoff_s, 8 * self.interval_s))
+            self._resume_at = now + self._backoff_s
+            self._cut = (f"the last vacuum step was cut short ({exc}); the next in "
+                         f"{self._backoff_s:.0f} s")
+            log.warning("shardq-vacuum: %s", self._cut)
+            return VacuumReport(dead_rows=look.dead, skipped=self._cut)
+        self._backoff_s = 0.0
         if reindex and report.skipped is None:
             self._checked_at = now
         return report

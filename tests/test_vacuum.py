@@ -60,6 +60,14 @@ def quiet(databases: Databases) -> str:
     return url
 
 
+def advisory_locks(url: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND "
+                           "database = (SELECT oid FROM pg_database "
+                           "WHERE datname = current_database())").fetchone()
+    return int(row[0]) if row else 0
+
+
 class Clock:
     """Seconds that move only when told to."""
 
@@ -221,3 +229,27 @@ def test_a_worker_with_janitors_runs_the_step_unless_turned_off(dsn: str) -> Non
             assert len(worker.vacuumers) == steps
         finally:
             worker.client.close()
+
+
+def test_a_step_cut_short_backs_off(quiet: str) -> None:
+    clock = Clock()
+    # Every index counts as bloated (an empty one is one page: ratio 1 > 0.5).
+    with shardq.Client(quiet, reindex_bloat_ratio=0.5, reindex_min_bytes=0,
+                       statement_timeout_s=0.5, vacuum_interval_s=1) as client, \
+            psycopg.connect(quiet) as blocker:
+        step = Vacuumer(client, clock=clock)
+        blocker.execute("LOCK TABLE shardq.tasks IN SHARE UPDATE EXCLUSIVE MODE")
+        report = step.run_once()  # the REINDEX waits for the lock until it is cut
+        assert report.reindexed == ()
+        assert report.skipped is not None
+        assert report.skipped.endswith("the next in 8 s")
+        blocker.rollback()
+        # The cut connection's server process goes on until the REINDEX it was waiting to
+        # run is over, and only then finds its client gone and lets the lock go.
+        wait_for(lambda: not advisory_locks(quiet), what="the cut session's lock to go")
+        clock.now += 7
+        assert step.run_once().skipped == report.skipped  # still waiting
+        clock.now += 1
+        again = step.run_once()
+        assert again.skipped is None
+        assert len(again.reindexed) == 1
