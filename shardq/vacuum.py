@@ -23,6 +23,7 @@ autovacuum.  PostgreSQL only (``Dialect.vacuum``).
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +42,9 @@ LOCK_KEY = int.from_bytes(b"shardqVC", "big")  # the advisory lock of the vacuum
 MAINTAIN_SINCE = 170000  # server_version_num of the first PostgreSQL with MAINTAIN
 FILL = 0.9  # B-tree leaf pages are filled to 90% when built
 MAX_BACKOFF_S = 600.0  # longest wait after a step was cut short
+# The names REINDEX CONCURRENTLY gives its new copy and, after the swap, the old index
+# (both invalid until the rebuild is over, and left so if it is interrupted).
+LEFTOVER = re.compile(r"_cc(new|old)\d*$")
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,8 @@ class VacuumReport:
     reindexed: tuple[Reindexed, ...] = ()
     """Indexes rebuilt by the step (at most one)."""
     dropped: tuple[str, ...] = ()
-    """Invalid index copies left by an interrupted rebuild, dropped."""
+    """Invalid index copies left by an interrupted rebuild (``*_ccnew``, ``*_ccold``),
+    dropped."""
     skipped: str | None = None
     """Why the step did nothing it was due to: not permitted, or another janitor's turn."""
 
@@ -185,7 +190,7 @@ class Vacuumer(Loop[VacuumReport]):
         """Drop invalid leftovers, then rebuild the most bloated index (if one is)."""
         st, config = self.statements, self.statements.config
         rows: list[tuple[Any, ...]] = conn.execute(st.query("index_bloat")).fetchall()
-        dropped = tuple(name for name, *_, valid in rows if not valid and "_ccnew" in name)
+        dropped = tuple(name for name, *_, valid in rows if not valid and LEFTOVER.search(name))
         for name in dropped:
             conn.execute(st.query("index_drop", identifiers={"index": ("shardq", name)}))
         worst: tuple[float, str, int] | None = None
