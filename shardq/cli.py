@@ -77,18 +77,24 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def cmd_janitor(args: argparse.Namespace) -> int:
     """Run the janitor: one pass with --once, else until interrupted."""
+    from shardq.vacuum import Vacuumer
+
     with _client(args) as client:
         if args.once:
             print(json.dumps(vars(client.run_janitor_once())))
             return 0
         janitor = client.janitor()
+        vacuumer = Vacuumer(client)
         janitor.start()
+        if vacuumer.applies:
+            vacuumer.start()
         try:
             while janitor.running:
                 time.sleep(1)
         except KeyboardInterrupt:
             pass
         finally:
+            vacuumer.stop()
             janitor.stop()
     return 0
 

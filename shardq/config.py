@@ -82,6 +82,21 @@ class ClientConfig:
     notify: bool = setting(
         True, "NOTIFY listening workers on enqueue, so they start at once (PostgreSQL)"
     )
+    vacuum: bool = setting(
+        True, "the janitor VACUUMs shardq.tasks past vacuum_dead_rows dead rows and rebuilds "
+        "bloated indexes (PostgreSQL; needs the table's owner, or MAINTAIN on 17+)")
+    vacuum_dead_rows: int = setting(
+        5000, "dead rows of shardq.tasks past which the janitor vacuums it",
+        low=1, high=2**31 - 1)
+    vacuum_interval_s: float = setting(
+        1.0, "how often the janitor reads shardq.tasks' dead rows", low=0.1, high=DAY_S)
+    reindex_bloat_ratio: float = setting(
+        4.0, "the janitor rebuilds an index of shardq.tasks (REINDEX CONCURRENTLY) once it is "
+        "this many times the size its entries need (0: never)", low=0, high=1000)
+    reindex_min_bytes: int = setting(
+        2 * 1024 * 1024, "indexes smaller than this are never rebuilt", low=0, high=2**40)
+    reindex_interval_s: float = setting(
+        60.0, "how often the janitor looks for bloated indexes", low=0.1, high=DAY_S)
 
     def __post_init__(self) -> None:
         check_settings(self)

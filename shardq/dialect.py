@@ -38,6 +38,10 @@ class Dialect(ABC):
     """Statements may modify the tasks table twice, which keyed tasks need."""
     notify: bool
     """LISTEN/NOTIFY wakes idle workers when tasks are enqueued."""
+    vacuum: bool
+    """Dead row versions are removed by VACUUM, tuned per table with storage parameters
+    (autovacuum_*), and indexes can be rebuilt with REINDEX CONCURRENTLY.  CockroachDB
+    has none of these: its MVCC garbage goes after gc.ttlseconds (migration 0005)."""
 
     @abstractmethod
     def bucket_of(self, task_id: UUID, bucket_count: int) -> int | None:
@@ -107,8 +111,10 @@ class CockroachDB(Dialect):
         return shards[0], int(match.group(1))
 
 
-POSTGRESQL: Dialect = PostgreSQL("postgresql", copy=True, keyed_tasks=True, notify=True)
-COCKROACHDB: Dialect = CockroachDB("cockroachdb", copy=False, keyed_tasks=False, notify=False)
+POSTGRESQL: Dialect = PostgreSQL("postgresql", copy=True, keyed_tasks=True, notify=True,
+                                 vacuum=True)
+COCKROACHDB: Dialect = CockroachDB("cockroachdb", copy=False, keyed_tasks=False, notify=False,
+                                   vacuum=False)
 DIALECTS: dict[str, Dialect] = {d.name: d for d in (POSTGRESQL, COCKROACHDB)}
 
 

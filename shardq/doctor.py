@@ -16,11 +16,14 @@ from typing import Any
 
 import psycopg
 
+from shardq import sqlfiles, vacuum
 from shardq.client import Client
 from shardq.worker.config import WorkerConfig
 
-# Dead rows of shardq.tasks past which autovacuum is behind: the table's own trigger
-# is 5,000 dead rows (migration 0002), so a few times that means runs do not keep up.
+# Dead rows of shardq.tasks past which vacuum is behind: the table's own trigger is
+# 1,000 dead rows (migration 0014; 5,000 before), the janitor's vacuum_dead_rows 5,000,
+# but autovacuum comes at most once per autovacuum_naptime: a minute at 1,000 tasks/s
+# leaves ~120,000 behind without the janitor's step.
 DEAD_ROWS_BEHIND = 50_000
 OLD_XMIN_S = 600.0  # a snapshot this old holds back every vacuum of the database
 # A B-tree entry of shardq's indexes is at most about this many bytes (key, tuple
@@ -102,18 +105,10 @@ def autovacuum(conn: Conn) -> Finding:
 
 def index_bloat(conn: Conn) -> Finding:
     """shardq.tasks' indexes whose size is several times what their entries need."""
-    rows = conn.execute("""
-        SELECT c.relname, pg_relation_size(c.oid), greatest(c.reltuples, 0),
-               coalesce((SELECT sum(s.avg_width) FROM pg_attribute a
-                         JOIN pg_stats s ON s.schemaname = 'shardq' AND s.tablename = 'tasks'
-                                        AND s.attname = a.attname
-                         WHERE a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)), 16)
-        FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-        WHERE i.indrelid = 'shardq.tasks'::regclass
-        ORDER BY 1""").fetchall()
+    rows = conn.execute(sqlfiles.text("index_bloat")).fetchall()
     bloated = []
-    for name, size, entries, width in rows:
-        needed = entries * (float(width) + 16) / 0.9  # key, header, line pointer; fill 90%
+    for name, size, entries, entry_bytes, _valid in rows:
+        needed = entries * entry_bytes / 0.9  # key, header, line pointer; fill 90%
         if size > INDEX_MIN_BYTES and size > BLOATED_FACTOR * max(needed, 8192):
             bloated.append(f"{name} ({size / 2**20:.0f} MiB, ~{needed / 2**20:.0f} MiB needed)")
     seen = f"{len(rows)} indexes, {sum(r[1] for r in rows) / 2**20:.1f} MiB"
@@ -121,8 +116,22 @@ def index_bloat(conn: Conn) -> Finding:
         names = ", ".join(b.split(" ")[0] for b in bloated)
         return Finding("index bloat", False, seen + "; bloated: " + "; ".join(bloated),
                        f"REINDEX INDEX CONCURRENTLY for each of {names} (no lock on "
-                       "claims), and see that autovacuum keeps up")
+                       "claims; the janitor's vacuum step does it where its role may), "
+                       "and see that autovacuum keeps up")
     return Finding("index bloat", True, seen)
+
+
+def maintenance(conn: Conn) -> Finding:
+    """Whether this role may VACUUM and REINDEX shardq.tasks, as the janitor's vacuum step
+    does (the table's owner; PostgreSQL 17+: or MAINTAIN on it)."""
+    look = vacuum.look_at(conn)
+    if not look.permitted:
+        return Finding("janitor vacuum", False, vacuum.refusal(look).split(": ")[0],
+                       "if the workers run as this role, their janitor cannot vacuum "
+                       f"between autovacuum's runs: run the janitor as {look.owner}, or "
+                       f"GRANT MAINTAIN ON shardq.tasks TO {look.role} (PostgreSQL 17+)")
+    return Finding("janitor vacuum", True, f"role {look.role} may VACUUM and REINDEX "
+                   "shardq.tasks: the janitor's vacuum step can run")
 
 
 def connections(conn: Conn, client: Client, worker: WorkerConfig) -> Finding:
@@ -175,6 +184,7 @@ def examine(client: Client, worker: WorkerConfig) -> list[Finding]:
         ("server version", server_version),
         ("autovacuum", autovacuum),
         ("index bloat", index_bloat),
+        ("janitor vacuum", maintenance),
         ("pool size", lambda conn: connections(conn, client, worker)),
     ]
     findings = []

@@ -65,7 +65,7 @@ CREATE TABLE shardq.tasks (
     CONSTRAINT tasks_queue_check CHECK (((queue <> ''::text) AND (length(queue) <= 128) AND ("left"(queue, 1) <> ALL (ARRAY['_'::text, '.'::text, ':'::text, '-'::text])) AND (translate(queue, 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-'::text, ''::text) = ''::text))),
     CONSTRAINT tasks_status_check CHECK ((status = ANY (ARRAY['available'::text, 'locked'::text, 'dead'::text])))
 )
-WITH (fillfactor='90', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='5000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='20000', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_cost_delay='0');
+WITH (fillfactor='90', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='1000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='1000', autovacuum_vacuum_cost_delay='0', vacuum_truncate='false');
 
 ALTER TABLE ONLY shardq.periodic
     ADD CONSTRAINT periodic_pkey PRIMARY KEY (name);

@@ -105,8 +105,12 @@ FRAGMENTS = ("backoff", "placement", "placement_params", "rows_unnest", "insert_
 # requeue statements, which modify the table twice in one statement, live in
 # sql/postgresql/ only.
 POSTGRESQL_ONLY = ("copy_tasks",)
-# Revisions that change nothing on CockroachDB (0009: the cheaper queue-name check).
-POSTGRESQL_ONLY_REVISIONS = ("0008->0009",)
+# The janitor's vacuum step (Dialect.vacuum): never composed nor run on CockroachDB.
+VACUUM_STEP = ("vacuum_look", "vacuum_maintain", "vacuum_lock", "vacuum_unlock", "vacuum_tasks",
+               "index_bloat", "reindex", "index_drop", "index_size")
+# Revisions that change nothing on CockroachDB (0009: the cheaper queue-name check;
+# 0014: autovacuum storage parameters, which CockroachDB does not have).
+POSTGRESQL_ONLY_REVISIONS = ("0008->0009", "0013->0014")
 NOT_QUERIES = ("schema",)  # the PostgreSQL schema snapshot, never run by the Client
 COMPOSED = CRDB_QUERIES + FRAGMENTS + POSTGRESQL_ONLY
 CLAIM_LIMIT = 25
@@ -193,6 +197,7 @@ RERUNNABLE = re.compile(
     r"^(CREATE (UNIQUE )?(SCHEMA|TABLE|INDEX) IF NOT EXISTS"
     r"|DROP (SCHEMA|TABLE|INDEX) IF EXISTS"
     r"|ALTER TABLE \S+ CONFIGURE ZONE (USING|DISCARD)"
+    r"|ALTER TABLE \S+ SET \((autovacuum|vacuum)_\w+"  # storage parameters: set again alike
     # dropped, if there, and added again in one statement
     r"|ALTER TABLE \S+ DROP CONSTRAINT IF EXISTS (?P<c>\w+), ADD CONSTRAINT (?P=c) )\b"
 )
@@ -377,7 +382,7 @@ def test_postgresql_render_has_one_transaction_per_revision() -> None:
 def test_every_sql_file_is_classified() -> None:
     names = {p.stem for p in SQL_DIR.glob("*.sql")}
     names |= {p.stem for p in (SQL_DIR / "cockroachdb").glob("*.sql")}
-    assert names == set(CRDB_QUERIES + FRAGMENTS + POSTGRESQL_ONLY + NOT_QUERIES)
+    assert names == set(CRDB_QUERIES + FRAGMENTS + POSTGRESQL_ONLY + NOT_QUERIES + VACUUM_STEP)
 
 
 @pytest.mark.parametrize("name", COMPOSED)

@@ -13,7 +13,8 @@ from shardq import doctor
 from shardq.worker.config import WorkerConfig
 from tests.conftest import Databases
 
-CHECKS = ["server version", "autovacuum", "index bloat", "pool size", "LISTEN/NOTIFY"]
+CHECKS = ["server version", "autovacuum", "index bloat", "janitor vacuum", "pool size",
+          "LISTEN/NOTIFY"]
 
 
 def findings(url: str, worker: WorkerConfig | None = None) -> dict[str, doctor.Finding]:
@@ -24,7 +25,7 @@ def findings(url: str, worker: WorkerConfig | None = None) -> dict[str, doctor.F
 def test_a_fresh_schema_passes_what_it_controls(databases: Databases) -> None:
     seen = findings(databases.create())
     assert list(seen) == CHECKS
-    for name in ("server version", "index bloat", "pool size", "LISTEN/NOTIFY"):
+    for name in ("server version", "index bloat", "janitor vacuum", "pool size", "LISTEN/NOTIFY"):
         assert seen[name].ok, seen[name]
         assert seen[name].advice == ""
     assert seen["server version"].seen.startswith("PostgreSQL ")

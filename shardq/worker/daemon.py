@@ -24,6 +24,7 @@ from shardq.errors import ConfigError, LeaseLost
 from shardq.handler import Context
 from shardq.loop import Loop
 from shardq.periodic import PeriodicLoop, register
+from shardq.vacuum import Vacuumer
 from shardq.validate import queue_name
 from shardq.worker.buffer import Buffer
 from shardq.worker.claimer import Claimer, Schedule
@@ -77,6 +78,9 @@ class Worker:
         self.claimers = self._claimers(queues, leases)
         self.janitors = [MeteredJanitor(self.client, self.metrics)
                          for _ in range(config.janitors)]
+        # One vacuum step per process that runs janitors: it works under a lock anyway.
+        vacuumer = Vacuumer(self.client)
+        self.vacuumers = [vacuumer] if config.janitors and vacuumer.applies else []
         self.sampler = (StatsSampler(self.client, queues, self.metrics, config.slo_s or None)
                         if config.metrics_port and config.sample_stats else None)
         self.periodic = (PeriodicLoop(self.client.statements, list(app.schedules),
@@ -147,7 +151,8 @@ class Worker:
         chosen.notify(queue, bucket)
 
     def _loops(self) -> list[Loop[Any]]:
-        loops: list[Loop[Any]] = [self.completer, self.keeper, *self.janitors]
+        loops: list[Loop[Any]] = [self.completer, self.keeper, *self.janitors,
+                                  *self.vacuumers]
         return loops + [loop for loop in (self.sampler, self.periodic) if loop is not None]
 
     def start(self) -> None:
