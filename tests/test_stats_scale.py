@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 import shardq
-from bench.stats_cost import insert_range
+from bench.stats_cost import insert_range, truth
 from shardq import queuestats, sqlfiles
 from tests.conftest import Databases
 from tests.helpers import in_threads, scalar, wait_for
@@ -31,15 +31,6 @@ def build(url: str, rows: int, parts: int = 2) -> None:
     assert errors == []
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE shardq.tasks")
-
-
-def truth(url: str) -> dict[str, int]:
-    with psycopg.connect(url) as conn:
-        rows = conn.execute("""
-            SELECT CASE WHEN status = 'available' AND exec_time > now() THEN 'scheduled'
-                        ELSE status END, count(*)
-            FROM shardq.tasks WHERE queue = 'bulk' GROUP BY 1""").fetchall()
-    return {state: n for state, n in rows}
 
 
 def entries_read(url: str, name: str, limit: int, params: dict[str, Any]) -> int:
