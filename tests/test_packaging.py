@@ -1,4 +1,5 @@
-"""The wheel carries the SQL files and migrations, and works without a checkout."""
+"""The wheel carries the SQL files, migrations and the dashboard's templates, and works
+without a checkout."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ def test_wheel_contents(wheel: Path) -> None:
     for migration in (ROOT / "migrations").rglob("*.py"):
         assert "shardq/migrations/" + migration.relative_to(ROOT / "migrations").as_posix() \
             in names
+    for template in (ROOT / "shardq" / "web" / "templates").glob("*.html"):
+        assert "shardq/web/templates/" + template.name in names  # the dashboard's pages
     assert "shardq/py.typed" in names
 
 
