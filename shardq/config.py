@@ -27,6 +27,7 @@ DEFAULT_MAX_ATTEMPTS = 10
 MAX_BUCKET_COUNT = 1024
 DEFAULT_DEAD_LIST = 100  # dead tasks `dead()` and `shardq dead list` show
 DAY_S = 86400.0
+MAX_PORT = 65535  # the highest TCP port
 # The only spellings a boolean SHARDQ_* variable accepts: anything else is a typo.
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")

@@ -7,11 +7,10 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from shardq.config import check_settings, setting
+from shardq.config import MAX_PORT, check_settings, setting
 from shardq.errors import ConfigError
 
 MIN_TOKEN_CHARS = 16
-MAX_PORT = 65535
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shardq.config import DAY_S, check_settings, setting
+from shardq.config import DAY_S, MAX_PORT, check_settings, setting
 from shardq.errors import ConfigError
 from shardq.validate import MAX_CLAIM, QUEUE_NAME
 
 HOUR_MS = 3_600_000
-MAX_PORT = 65535
 
 
 @dataclass(frozen=True)
