@@ -6,7 +6,7 @@ import functools
 import inspect
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
@@ -38,11 +38,13 @@ class Handler:
     queue: str
     lease_s: float | None
     raw: bool
+    is_async: bool = field(init=False)
+    """Whether the function is a coroutine function (runs on the worker's event loop)."""
 
-    @property
-    def is_async(self) -> bool:
-        """Whether the function is a coroutine function (runs on the worker's event loop)."""
-        return inspect.iscoroutinefunction(self.fn)
+    def __post_init__(self) -> None:
+        # Asked for every task a worker runs: inspecting the function each time costs
+        # more than a no-op handler does.
+        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
 
     def call(self, payload: Any) -> Any:
         """Call the function for a payload: as is for raw handlers, else its args/kwargs."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from shardq.errors import ConfigError, SchemaNotReady
+from shardq.task import TaskId
 
 
 def bucket_sql(id_column: str, bucket_count: int) -> str:
@@ -38,6 +39,11 @@ class Dialect(ABC):
     """Statements may modify the tasks table twice, which keyed tasks need."""
     notify: bool
     """LISTEN/NOTIFY wakes idle workers when tasks are enqueued."""
+    ordered_ids: bool
+    """New task ids are time-ordered (version 7), so the id index takes each batch in at
+    its right edge instead of on as many random pages as the batch has rows.
+    CockroachDB wants them random (version 4): ordered keys would send every insert
+    to the one range that holds the newest ids."""
     vacuum: bool
     """Dead row versions are removed by VACUUM, tuned per table with storage parameters
     (autovacuum_*), and indexes can be rebuilt with REINDEX CONCURRENTLY.  CockroachDB
@@ -55,6 +61,10 @@ class Dialect(ABC):
         if any(b is None for b in found):
             return list(range(bucket_count))
         return sorted({b for b in found if b is not None})
+
+    def new_ids(self, n: int) -> list[TaskId]:
+        """``n`` new task ids of the kind this engine wants (see :attr:`ordered_ids`)."""
+        return TaskId.ordered_batch(n) if self.ordered_ids else TaskId.random_batch(n)
 
     def require_keyed_tasks(self) -> None:
         """Raise ConfigError where keyed tasks cannot work."""
@@ -112,9 +122,9 @@ class CockroachDB(Dialect):
 
 
 POSTGRESQL: Dialect = PostgreSQL("postgresql", copy=True, keyed_tasks=True, notify=True,
-                                 vacuum=True)
+                                 ordered_ids=True, vacuum=True)
 COCKROACHDB: Dialect = CockroachDB("cockroachdb", copy=False, keyed_tasks=False, notify=False,
-                                   vacuum=False)
+                                   ordered_ids=False, vacuum=False)
 DIALECTS: dict[str, Dialect] = {d.name: d for d in (POSTGRESQL, COCKROACHDB)}
 
 

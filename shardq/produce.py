@@ -47,7 +47,7 @@ def enqueue(st: Statements, params: dict[str, Any], payload: Any, key: str | Non
         return keys.enqueue_rows(st, conn, params, [key], [text])[0]
     # The id is made here so that a retry after a lost reply names the same task:
     # the statement then inserts nothing (ON CONFLICT (id) DO NOTHING).
-    (task_id,) = TaskId.random_batch(1)
+    (task_id,) = st.dialect.new_ids(1)
     st.all("enqueue", {**params, "id": task_id, "payload": jsonb(text)}, conn=conn)
     return task_id
 
@@ -55,14 +55,16 @@ def enqueue(st: Statements, params: dict[str, Any], payload: Any, key: str | Non
 def enqueue_many(st: Statements, params: dict[str, Any], payloads: Iterable[Any],
                  task_keys: Sequence[str | None] | None, conn: Conn | None) -> list[TaskId]:
     """Add many tasks placed by ``params`` in one transaction; returns their ids in order."""
-    limit = st.config.max_payload_bytes
-    texts = [validate.payload_json(p, limit) for p in validate.as_list(payloads, "payloads")]
+    items = Payloads(validate.as_list(payloads, "payloads"), st.config.max_payload_bytes)
+    n = len(items)
     if task_keys is not None and any(k is not None for k in
-                                     validate.parallel("keys", task_keys, len(texts))):
-        return keys.enqueue_rows(st, conn, params, list(task_keys), texts)
-    ids = TaskId.random_batch(len(texts))
-    if not texts:
+                                     validate.parallel("keys", task_keys, n)):
+        return keys.enqueue_rows(st, conn, params, list(task_keys), items.texts(0, n))
+    ids = st.dialect.new_ids(n)
+    if not n:
         return ids
+    if not st.dialect.copy:
+        items.texts(0, n)  # a bad payload fails the call before a transaction starts
     writer = _copy_tasks if st.dialect.copy else _insert_tasks
     tries = 0
 
@@ -71,10 +73,10 @@ def enqueue_many(st: Statements, params: dict[str, Any], payloads: Iterable[Any]
         tries += 1
         try:
             with c.transaction():
-                writer(st, c, params, ids, texts)
+                writer(st, c, params, ids, items)
                 # Counted in the batch's transaction: a retry that finds the batch
                 # committed rolls its own count back with it.
-                c.execute(st.query("throughput_count"), {**params, "count": len(ids)})
+                c.execute(st.query("throughput_count"), {**params, "count": n})
         except UniqueViolation:
             # The batch is one transaction under ids made here: when a retry finds
             # them taken, the attempt whose reply was lost committed them all.
@@ -85,6 +87,31 @@ def enqueue_many(st: Statements, params: dict[str, Any], payloads: Iterable[Any]
     return st.run(work, conn)
 
 
+class Payloads:
+    """A batch's payloads, each encoded to JSON text (and validated) on first use, in order.
+
+    A COPY asks for each chunk's texts just before sending it, so the client encodes
+    one chunk while the server parses the previous one: encoding the whole batch first
+    would leave the server idle meanwhile.  A bad payload then fails the COPY, which
+    rolls the whole batch back.  Texts are kept, so a retried write sends the same ones.
+    """
+
+    def __init__(self, items: list[Any], max_bytes: int) -> None:
+        self.items, self.max_bytes = items, max_bytes
+        self._texts: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def texts(self, start: int, end: int) -> list[str]:
+        """The JSON texts of payloads ``start`` to ``end`` (exclusive)."""
+        done, end = self._texts, min(end, len(self.items))
+        if len(done) < end:
+            limit = self.max_bytes
+            done += [validate.payload_json(p, limit) for p in self.items[len(done):end]]
+        return done[start:end]
+
+
 def _placed(st: Statements, conn: Conn, params: dict[str, Any]) -> dict[str, Any]:
     row = st.one("placement_one", params, conn=conn)
     exec_time, pending, now = row
@@ -92,7 +119,7 @@ def _placed(st: Statements, conn: Conn, params: dict[str, Any]) -> dict[str, Any
 
 
 def _copy_tasks(st: Statements, conn: Conn, params: dict[str, Any],
-                ids: Sequence[TaskId], texts: Sequence[str]) -> None:
+                ids: Sequence[TaskId], items: Payloads) -> None:
     """Write a batch with one COPY; the placement is computed once.
 
     The rows are sent as one block of COPY text: the columns after the payload are
@@ -111,13 +138,15 @@ def _copy_tasks(st: Statements, conn: Conn, params: dict[str, Any],
             end = start + COPY_CHUNK_ROWS
             copy.write("".join([
                 f"{task_id.int:032x}{head}{text.replace(BACKSLASH, ESCAPED)}{row_end}"
-                for task_id, text in zip(ids[start:end], texts[start:end], strict=True)]))
+                for task_id, text in zip(ids[start:end], items.texts(start, end),
+                                         strict=True)]))
     if p["notify"]:
         conn.execute(st.query("notify"), p)
 
 
 def _insert_tasks(st: Statements, conn: Conn, params: dict[str, Any],
-                  ids: Sequence[TaskId], texts: Sequence[str]) -> None:
+                  ids: Sequence[TaskId], items: Payloads) -> None:
     """Write a batch with one multi-row INSERT (engines without COPY)."""
     p = _placed(st, conn, params)
-    conn.execute(st.query("enqueue_many"), {**p, "ids": list(ids), "payloads": list(texts)})
+    conn.execute(st.query("enqueue_many"), {**p, "ids": list(ids),
+                                            "payloads": items.texts(0, len(items))})

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from psycopg import sql
 from psycopg.rows import RowFactory
 
 from shardq import sqlfiles
@@ -49,10 +48,10 @@ class Statements:
 
     def query(self, name: str, limit: int | None = None, *,
               fragments: Mapping[str, str] | None = None,
-              identifiers: Mapping[str, tuple[str, ...]] | None = None) -> sql.Composed:
+              identifiers: Mapping[str, tuple[str, ...]] | None = None) -> bytes:
         """Query ``name`` composed for this schema (see :func:`shardq.sqlfiles.query`)."""
         layout = self.db.layout
-        return sqlfiles.query(name, layout.dialect.name, layout.bucket_column, limit,
+        return sqlfiles.compiled(name, layout.dialect.name, layout.bucket_column, limit,
                               fragments=tuple(sorted((fragments or {}).items())),
                               identifiers=tuple(sorted((identifiers or {}).items())))
 
@@ -66,9 +65,10 @@ class Statements:
         """Run ``work`` on a pooled connection with retries, or once on ``conn``."""
         return self.db.run(work, conn)
 
-    def all(self, query: str | sql.Composed, values: Mapping[str, Any] | None = None, *,
+    def all(self, query: str | bytes, values: Mapping[str, Any] | None = None, *,
             conn: Conn | None = None, row_factory: RowFactory[Any] | None = None) -> list[Any]:
-        """Every row of one statement (a query's name, or a composed query) with ``values``.
+        """Every row of one statement (a query's name, or a composed query's bytes) with
+        ``values``.
 
         The parameters are made once, so a retried statement sends the same ones.
         """
@@ -81,7 +81,7 @@ class Statements:
 
         return self.run(work, conn)
 
-    def one(self, query: str | sql.Composed, values: Mapping[str, Any] | None = None, *,
+    def one(self, query: str | bytes, values: Mapping[str, Any] | None = None, *,
             conn: Conn | None = None, row_factory: RowFactory[Any] | None = None) -> Any:
         """The first row of one statement, or None."""
         rows = self.all(query, values, conn=conn, row_factory=row_factory)

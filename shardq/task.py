@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -92,20 +93,42 @@ class TaskId(UUID):
         """``n`` new random (version 4) ids, made an order of magnitude faster than
         ``uuid4()`` one by one: one read of the system's random source, and no parsing."""
         raw = os.urandom(16 * n)
-        ids = []
-        for start in range(0, 16 * n, 16):
-            task_id = object.__new__(cls)
-            value = int.from_bytes(raw[start:start + 16]) & _V4_CLEAR | _V4_SET
-            object.__setattr__(task_id, "int", value)
-            object.__setattr__(task_id, "is_safe", SafeUUID.unknown)
-            object.__setattr__(task_id, "coalesced", False)
-            ids.append(task_id)
+        return cls._made([int.from_bytes(raw[s:s + 16]) & _V4_CLEAR | _V4_SET
+                          for s in range(0, 16 * n, 16)])
+
+    @classmethod
+    def ordered_batch(cls, n: int) -> list[TaskId]:
+        """``n`` new time-ordered (version 7, RFC 9562) ids: the Unix time in milliseconds,
+        then 74 random bits.  New ids sort after older ones, so an index on ids takes
+        each batch in at its right edge, a few pages, instead of on as many random
+        pages as it has rows.  The last bytes stay random (they pick the bucket)."""
+        raw = os.urandom(10 * n)
+        stamp = (time.time_ns() // 1_000_000) << 80 | _V7_SET
+        return cls._made([stamp | int.from_bytes(raw[s:s + 10]) & _V7_RANDOM
+                          for s in range(0, 10 * n, 10)])
+
+    @classmethod
+    def _made(cls, values: list[int]) -> list[TaskId]:
+        """Ids of these 128-bit values, which are valid: UUID's checks are skipped, and
+        the slots are set through their descriptors (UUID forbids plain assignment)."""
+        ids = [object.__new__(cls) for _ in values]
+        unknown = SafeUUID.unknown
+        for task_id, value in zip(ids, values, strict=True):
+            _SET_INT(task_id, value)
+            _SET_SAFE(task_id, unknown)
+            _SET_COALESCED(task_id, False)
         return ids
 
 
+_SET_INT = UUID.__dict__["int"].__set__
+_SET_SAFE = UUID.__dict__["is_safe"].__set__
+_SET_COALESCED = TaskId.__dict__["coalesced"].__set__
 # The version (4) and variant (RFC 4122) bits of a random UUID, as uuid.UUID sets them.
 _V4_CLEAR = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)
 _V4_SET = (0x4000 << 64) | (0x8000 << 48)
+# Version 7: 48 bits of time, the version (7), 12 random bits, the variant, 62 random bits.
+_V7_SET = (0x7 << 76) | (0b10 << 62)
+_V7_RANDOM = (0xFFF << 64) | ((1 << 62) - 1)
 
 
 def addresses(tasks: Sequence[Task]) -> dict[str, str]:

@@ -67,7 +67,7 @@ AWKWARD_PAYLOADS: list[Any] = [
 def test_enqueue_many_keeps_every_payload_exactly(client: Client) -> None:
     ids = client.enqueue_many("awkward", AWKWARD_PAYLOADS)
     assert [info.payload for info in map(client.get, ids) if info] == AWKWARD_PAYLOADS
-    assert all(isinstance(i, TaskId) and i.version == 4 and not i.coalesced for i in ids)
+    assert all(isinstance(i, TaskId) and i.version == 7 and not i.coalesced for i in ids)
 
 
 def test_enqueue_in_callers_transaction_rolls_back(client: Client, dsn: str,

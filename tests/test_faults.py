@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections import Counter
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -15,6 +16,7 @@ import pytest
 import shardq
 from shardq import Client
 from shardq.db import Database
+from shardq.dialect import COCKROACHDB, POSTGRESQL
 from shardq.errors import ConfigError, ConnectionLost, Unavailable
 from shardq.task import TaskId
 from tests.helpers import free_port, with_dbname
@@ -127,10 +129,29 @@ def test_a_claim_finds_what_its_lost_attempt_took(client: Client) -> None:
     assert st.all("claim_recover", {**values, "token": uuid.uuid4()}) == []
 
 
-def test_task_ids_made_by_the_client_are_version_4(client: Client) -> None:
+def test_ordered_ids_carry_the_time_and_spread_over_the_buckets() -> None:
+    before = time.time_ns() // 1_000_000
+    ids = POSTGRESQL.new_ids(4096)
+    after = time.time_ns() // 1_000_000
+    assert all(i.version == 7 and i.variant == uuid.RFC_4122 for i in ids)
+    assert all(before <= i.int >> 80 <= after for i in ids)  # 48 bits of Unix milliseconds
+    assert len(set(ids)) == len(ids)
+    # The bucket comes from the id's last bytes, which stay random.
+    buckets = Counter(POSTGRESQL.bucket_of(i, 16) for i in ids)
+    assert len(buckets) == 16
+    assert min(buckets.values()) > 4096 / 16 / 2
+
+
+def test_cockroachdb_ids_stay_random() -> None:
+    ids = COCKROACHDB.new_ids(100)
+    assert all(i.version == 4 and i.variant == uuid.RFC_4122 for i in ids)
+    assert len({i.int >> 80 for i in ids}) > 90  # no shared time prefix
+
+
+def test_task_ids_made_by_the_client_are_time_ordered(client: Client) -> None:
     task_id = client.enqueue("q", {})
     assert isinstance(task_id, TaskId)
-    assert task_id.version == 4
+    assert task_id.version == 7
     info = client.get(task_id)
     assert info is not None
     assert info.id == task_id

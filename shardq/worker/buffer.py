@@ -24,22 +24,27 @@ class Buffer:
         self._items: deque[tuple[float, Context]] = deque()
         self._ready = threading.Condition()
 
-    def put(self, context: Context) -> None:
-        """Add a context at the end (never blocks)."""
+    def put_many(self, contexts: list[Context]) -> None:
+        """Add contexts at the end, in order (never blocks): one lock and one wake-up
+        call for a claimed batch, not one per task."""
+        now = self.clock()
         with self._ready:
-            self._items.append((self.clock(), context))
-            self._ready.notify()
+            self._items.extend([(now, context) for context in contexts])
+            self._ready.notify(len(contexts))
 
     def get(self, timeout: float) -> Context:
         """The oldest context, waiting up to ``timeout`` s for one; ``queue.Empty`` if none came."""
         with self._ready:
-            if not self._ready.wait_for(lambda: bool(self._items), timeout):
+            if not self._items and not self._ready.wait_for(lambda: bool(self._items), timeout):
                 raise queue_module.Empty
             return self._items.popleft()[1]
 
-    def get_nowait(self) -> Context:
-        """The oldest context; ``queue.Empty`` if there is none."""
-        return self.get(0.0)
+    def take_all(self) -> list[Context]:
+        """Remove and return every waiting context."""
+        with self._ready:
+            taken = [context for _, context in self._items]
+            self._items.clear()
+        return taken
 
     def take_older_than(self, age_s: float) -> list[Context]:
         """Remove and return the contexts that arrived more than ``age_s`` s ago."""

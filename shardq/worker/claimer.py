@@ -159,6 +159,7 @@ class Claimer(Loop[int]):
         self._reset_lock = threading.Lock()
         self._wait_s = 0.0
         self._claiming = False
+        self.resume_below = 0  # while starved: the buffer size that leaves room for a claim
 
     def notify(self, queue: str | None, bucket: int | None = None) -> None:
         """New work: in ``bucket`` of ``queue`` (look there next), or anywhere in ``queue``
@@ -189,6 +190,7 @@ class Claimer(Loop[int]):
         if (room <= 0 or (room < low_water and not self.buffer.empty())
                 or self.gate.isolating):
             self._wait_s = FULL_BUFFER_WAIT_S
+            self.resume_below = max(0, self.buffer.qsize() + room - low_water)
             return -1
         with self._reset_lock:
             index, wait_s = self.schedule.pick()
@@ -208,8 +210,7 @@ class Claimer(Loop[int]):
         if tasks:
             self.metrics.claimed.labels(queue).inc(len(tasks))
             self.metrics.batch_fill.observe(len(tasks) / limit)
-            for context in self.keeper.hold(self._isolated(tasks)):
-                self.buffer.put(context)
+            self.buffer.put_many(self.keeper.hold(self._isolated(tasks)))
         self._wait_s = 0.0
         return len(tasks)
 

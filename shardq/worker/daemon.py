@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import queue as queue_module
 import random
 import threading
 import time
@@ -99,9 +98,9 @@ class Worker:
                                  listening=self.listener is not None),
                         buffer=self.buffer, capacity=self.capacity, keeper=self.keeper,
                         batch=self.config.batch, lease_s=leases.__getitem__,
-                        metrics=self.metrics, gate=self.gate, lag=self.completer.lag,
+                        metrics=self.metrics, gate=self.gate,
                         demand=self._demand, max_wait_s=self.config.prefetch_max_s,
-                        give_back=self._give_back_waiting)
+                        give_back=self._give_back_waiting, lag=self.completer.lag)
                 for i in range(count)]
 
     def _demand(self) -> int:
@@ -126,10 +125,13 @@ class Worker:
 
     def _made_room(self) -> None:
         # One waiting claimer is enough: it claims a batch, and waking them all would
-        # only have them race for the same room.
+        # only have them race for the same room.  It is woken once the room suffices
+        # for the claim it waits to make, not for every task a slot takes or finishes.
+        # (If the demand grows instead, it looks again after FULL_BUFFER_WAIT_S.)
         for claimer in self.claimers:
             if claimer.starved:
-                claimer.wake()
+                if self.buffer.qsize() <= claimer.resume_below:
+                    claimer.wake()
                 return
 
     def _wake_claimers(self) -> None:
@@ -210,13 +212,9 @@ class Worker:
         log.info("stopped")
 
     def _drain_buffer(self) -> list[Context]:
-        drained = []
-        while True:
-            try:
-                drained.append(self.buffer.get_nowait())
-            except queue_module.Empty:
-                self.gate.forget(sum(1 for c in drained if c.task.suspect))
-                return drained
+        drained = self.buffer.take_all()
+        self.gate.forget(sum(1 for c in drained if c.task.suspect))
+        return drained
 
     def _give_back(self, contexts: list[Context], why: str) -> None:
         tasks = self.keeper.let_go([c.task for c in contexts])

@@ -11,8 +11,7 @@ is running; then it resumes.  If the suspect kills the worker again, it dies alo
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 
 class Gate:
@@ -42,32 +41,35 @@ class Gate:
         with self._cond:
             self._expected += n
 
-    @contextmanager
-    def enter(self, *, exclusive: bool) -> Iterator[None]:
-        """Hold the gate while a handler runs: alone when ``exclusive``."""
+    def enter(self, exclusive: bool) -> None:
+        """Pass the gate before a handler runs: alone when ``exclusive``.  Every entry
+        is followed by one :meth:`leave` with the same ``exclusive``."""
         with self._cond:
             if exclusive:
                 self._waiting += 1
                 self._cond.wait_for(lambda: self._shared == 0 and not self._exclusive)
                 self._waiting -= 1
                 self._exclusive = True
-            else:
+            elif self._exclusive or self._waiting:
                 self._cond.wait_for(lambda: not self._exclusive and self._waiting == 0)
                 self._shared += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                if exclusive:
-                    self._exclusive = False
-                    self._expected -= 1
-                    cleared = self._expected == 0
-                else:
-                    self._shared -= 1
-                    cleared = False
+            else:  # the usual case, without building a predicate for every task
+                self._shared += 1
+
+    def leave(self, exclusive: bool) -> None:
+        """Pass back out after the handler ran."""
+        with self._cond:
+            if exclusive:
+                self._exclusive = False
+                self._expected -= 1
+                cleared = self._expected == 0
+            else:
+                self._shared -= 1
+                cleared = False
+            if cleared or exclusive or self._waiting:
                 self._cond.notify_all()
-            if cleared:
-                self.on_clear()
+        if cleared:
+            self.on_clear()
 
     def forget(self, n: int) -> None:
         """``n`` announced suspects will not run (given back at shutdown)."""

@@ -120,22 +120,32 @@ class Slots:
     def _serve(self) -> None:
         me = threading.get_ident()
         while not self._stop.is_set():
+            # One task at a time: a task a slot took waits for nothing but its handler,
+            # so a slow handler never holds tasks back from idle slots elsewhere.
             try:
-                context = self.buffer.get(timeout=TAKE_TIMEOUT_S)
+                context = self.buffer.get(TAKE_TIMEOUT_S)
             except queue_module.Empty:
                 continue
             self.taken()
+            outcome = self._one(me, context)
+            if outcome is not None:
+                self.report(context, outcome)
+
+    def _one(self, me: int, context: Context) -> Outcome | None:
+        """Run one task's handler in this slot; None if it was given back meanwhile."""
+        with self._lock:
+            self._running[me] = context
+            self._started[me] = time.perf_counter()
+        exclusive = context.task.suspect
+        self.gate.enter(exclusive)
+        try:
+            # None if given back while it waited at the gate.
+            return None if context.cancelled else self._run(context)
+        finally:
+            self.gate.leave(exclusive)
             with self._lock:
-                self._running[me] = context
-                self._started[me] = time.perf_counter()
-            try:
-                with self.gate.enter(exclusive=context.task.suspect):
-                    if not context.cancelled:  # given back while it waited at the gate
-                        self.report(context, self._run(context))
-            finally:
-                with self._lock:
-                    self._running.pop(me, None)
-                    self._started.pop(me, None)
+                self._running.pop(me, None)
+                self._started.pop(me, None)
 
     def _run(self, context: Context) -> Outcome:
         task = context.task
