@@ -1,6 +1,7 @@
--- A claimed task's columns, in the order of shardq.Task's fields.  A task whose last
--- lease expired without a result (the janitor's mark, rescue_set) is suspect: it may
--- be what killed its worker, and runs alone.
-t.id, t.queue, t.{bucket} AS bucket, t.exec_time, t.lease_token, t.payload,
+-- A claimed task's columns, in the order of shardq.Task's fields less the queue and
+-- the lease token, which are the claim's own parameters (shardq.claims.RETURNED).
+-- A task whose last lease expired without a result (the janitor's mark, rescue_set)
+-- is suspect: it may be what killed its worker, and runs alone.
+t.id, t.{bucket} AS bucket, t.exec_time, t.payload,
     t.attempts, t.max_attempts, t.priority, t.enqueued_at, t.key,
     {suspect} AS suspect

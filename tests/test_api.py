@@ -12,6 +12,7 @@ import pytest
 
 import shardq
 from shardq import Client, ManualClock
+from shardq.claims import RETURNED
 from shardq.dialect import bucket_sql
 from shardq.task import TaskId
 from tests.helpers import bucket_of, claim_all
@@ -275,10 +276,12 @@ def test_settling_addresses_rows_whatever_the_queue_is_named(client: Client,
 
 
 def test_a_claim_returns_the_task_fields_in_order(client: Client, dsn: str) -> None:
-    """Claimed rows become Tasks positionally (shardq.claims.TASK_ROW)."""
+    """Claimed rows become Tasks positionally (shardq.claims.task_rows)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         st = client.statements
         cur = conn.execute(st.query("claim", 1), st.params(queue="q", bucket=0, lease_s=30.0,
                                                               token=uuid.uuid4()))
         assert cur.description is not None
-        assert [c.name for c in cur.description] == [f.name for f in fields(shardq.Task)]
+        assert [c.name for c in cur.description] == list(RETURNED)
+    assert [f.name for f in fields(shardq.Task)][:5] == ["id", "queue", "bucket", "exec_time",
+                                                         "lease_token"]

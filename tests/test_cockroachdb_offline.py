@@ -9,7 +9,6 @@ The cluster itself is exercised by ``test_cockroachdb_cluster.py``.
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import re
 from pathlib import Path
@@ -21,8 +20,8 @@ from alembic import command
 from psycopg import sql
 
 from shardq import db, dialect, migrate, sqlfiles
+from shardq.claims import RETURNED
 from shardq.errors import SchemaNotReady
-from shardq.task import Task
 
 BUCKET_COUNTS = (16, 32)
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
@@ -420,10 +419,10 @@ def test_crdb_claim_is_one_update_over_one_bucket_range() -> None:
 
 
 def test_crdb_claim_returns_the_task_fields_in_order() -> None:
-    """Claimed rows become Tasks positionally (shardq.claims.TASK_ROW)."""
+    """Claimed rows become Tasks positionally (shardq.claims.task_rows)."""
     returning = flat(strip_comments(compose("claim"))).partition("RETURNING ")[2]
     names = [re.sub(r"^.* AS |^t\.", "", item.strip()) for item in returning.split(",")]
-    assert names == [f.name for f in dataclasses.fields(Task)]
+    assert names == list(RETURNED)
 
 
 @pytest.mark.parametrize(

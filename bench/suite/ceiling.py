@@ -22,6 +22,8 @@ from bench import common
 from shardq import sqlfiles
 
 QUEUE = "bench"
+# One lease token per claim, as shardq makes them: a uuid from the script's random :token.
+TOKEN = "lpad(to_hex(:token::int8), 32, '0')"
 
 
 def pgbench_path() -> Path:
@@ -43,17 +45,14 @@ def claim_ack_script(buckets: int, limit: int) -> str:
     claim = (_sql_text("claim", limit)
              .replace("%(bucket)s", ":bucket").replace("%(queue)s", ":queue")
              .replace("%(now)s", "NULL").replace("%(lease_s)s", ":lease_s")
-             # shardq makes one token per claim; a fresh one per row serves the ack alike
-             .replace("%(token)s", "gen_random_uuid()"))
+             .replace("%(token)s", TOKEN))
     ack = (_sql_text("ack_many")
-           .replace("%(buckets)s", ":buckets").replace("%(queues)s", ":queues")
-           .replace("%(exec_times)s", ":exec_times").replace("%(ids)s", ":ids")
-           .replace("%(tokens)s", ":tokens").replace("%(now)s", "NULL"))
+           .replace("%(ids)s", ":ids").replace("%(tokens)s", ":tokens").replace("%(now)s", "NULL"))
     if "%(" in claim or "%(" in ack:
         raise RuntimeError("a placeholder of shardq's SQL has no pgbench variable")
     # shardq's own statements, spliced into a pgbench script kept beside this module.
     template = (Path(__file__).with_name("claim_ack.pgbench")).read_text(encoding="utf-8")
-    return template.format(last_bucket=buckets - 1, claim=claim, ack=ack)
+    return template.format(last_bucket=buckets - 1, claim=claim, ack=ack, token=TOKEN)
 
 
 def enqueue_script(batch: int) -> str:

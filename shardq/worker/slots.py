@@ -66,13 +66,14 @@ class Slots:
         self.gate = gate
         self.metrics = metrics
         self._stop = threading.Event()
-        self._running: dict[int, Context] = {}
-        self._started: dict[int, float] = {}  # when each running handler started
+        # What each slot runs now, and since when (None: idle).  Each slot writes only
+        # its own entry, with one assignment, and readers copy the list: no lock on
+        # the path every task takes.
+        self._now: list[tuple[Context, float] | None] = [None] * concurrency
         self._durations: dict[str, Any] = {}
-        self._lock = threading.Lock()
         self._warnings = RateLimit()
         self._events = EventLoopThread()
-        self._threads = [threading.Thread(target=self._serve, name=f"shardq-slot-{i}",
+        self._threads = [threading.Thread(target=self._serve, args=(i,), name=f"shardq-slot-{i}",
                                           daemon=True) for i in range(concurrency)]
 
     def start(self) -> None:
@@ -82,14 +83,12 @@ class Slots:
 
     def running(self) -> list[Context]:
         """Contexts of the tasks whose handlers are running now."""
-        with self._lock:
-            return list(self._running.values())
+        return [entry[0] for entry in list(self._now) if entry is not None]
 
     @property
     def free(self) -> int:
         """How many slots run no handler now."""
-        with self._lock:
-            return self.concurrency - len(self._running)
+        return list(self._now).count(None)
 
     def rate(self) -> float | None:
         """Tasks per second the slots get through at the recent handler durations, or at
@@ -98,8 +97,7 @@ class Slots:
         mean = self._mean_s
         if mean is None:
             return None
-        with self._lock:
-            oldest = min(self._started.values(), default=None)
+        oldest = min((entry[1] for entry in list(self._now) if entry is not None), default=None)
         if oldest is not None:
             mean = max(mean, time.perf_counter() - oldest)
         return self.concurrency / max(mean, MIN_DURATION_S)
@@ -117,8 +115,7 @@ class Slots:
         self._events.stop()
         return self.running()
 
-    def _serve(self) -> None:
-        me = threading.get_ident()
+    def _serve(self, me: int) -> None:
         while not self._stop.is_set():
             # One task at a time: a task a slot took waits for nothing but its handler,
             # so a slow handler never holds tasks back from idle slots elsewhere.
@@ -133,9 +130,7 @@ class Slots:
 
     def _one(self, me: int, context: Context) -> Outcome | None:
         """Run one task's handler in this slot; None if it was given back meanwhile."""
-        with self._lock:
-            self._running[me] = context
-            self._started[me] = time.perf_counter()
+        self._now[me] = (context, time.perf_counter())
         exclusive = context.task.suspect
         self.gate.enter(exclusive)
         try:
@@ -143,9 +138,7 @@ class Slots:
             return None if context.cancelled else self._run(context)
         finally:
             self.gate.leave(exclusive)
-            with self._lock:
-                self._running.pop(me, None)
-                self._started.pop(me, None)
+            self._now[me] = None
 
     def _run(self, context: Context) -> Outcome:
         task = context.task
