@@ -37,14 +37,16 @@ def call(tree: Path, spec: dict[str, Any]) -> dict[str, Any]:
     return harness.finish(proc, 3600.0)
 
 
-def drain(dbs: common.Databases, tree: Path, n: int, processes: int) -> float:
-    """Tasks per second of one drain of ``n`` no-op tasks by ``tree``'s worker."""
+def drain(dbs: common.Databases, tree: Path, n: int, processes: int) -> tuple[float, float]:
+    """Tasks per second of one drain of ``n`` no-op tasks by ``tree``'s worker, and the
+    worker's CPU microseconds per task (steadier than the rate on a shared machine)."""
     url = harness.prepare(dbs, "shardq")
     call(tree, {"system": "shardq", "mode": "enqueue", "url": url, "n": n, "batch": 1000})
     out = call(tree, {"system": "shardq", "mode": "consume", "url": url, "n": n,
                       "deadline_s": 60 + n / 100, "batch": 100, "claimers": 2,
                       "concurrency": 4, "processes": processes})
-    return float(out["handled"] / out["elapsed_s"]) if out["elapsed_s"] else 0.0
+    rate = float(out["handled"] / out["elapsed_s"]) if out["elapsed_s"] else 0.0
+    return rate, float(out["cpu_s"]) / max(1, int(out["handled"])) * 1e6
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,15 +61,20 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     trees = {"this tree": ROOT, str(args.tree): args.tree.resolve()}
     rates: dict[str, list[float]] = {name: [] for name in trees}
+    cpus: dict[str, list[float]] = {name: [] for name in trees}
     with common.server(args.dsn) as (admin, _), common.Databases(admin) as dbs:
         for rep in range(args.reps):
             order = list(trees.items())
             for name, tree in order if rep % 2 == 0 else reversed(order):
-                rates[name].append(drain(dbs, tree, args.drain, args.processes))
-                print(f"rep {rep + 1} {name}: {rates[name][-1]:,.0f} tasks/s", flush=True)
+                rate, cpu = drain(dbs, tree, args.drain, args.processes)
+                rates[name].append(rate)
+                cpus[name].append(cpu)
+                print(f"rep {rep + 1} {name}: {rate:,.0f} tasks/s, worker CPU {cpu:.1f} us/task",
+                      flush=True)
     for name, values in rates.items():
         print(f"{name}: median {common.median(values):,.0f} tasks/s over {len(values)} runs "
-              f"({', '.join(f'{v:,.0f}' for v in values)})")
+              f"({', '.join(f'{v:,.0f}' for v in values)}); worker CPU median "
+              f"{common.median(cpus[name]):.1f} us/task")
     return 0
 
 

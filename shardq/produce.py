@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from psycopg.errors import UniqueViolation
@@ -14,8 +14,15 @@ from shardq.db import Conn
 from shardq.statements import Statements
 from shardq.task import TaskId
 
-BACKSLASH, ESCAPED = "\\", "\\\\"
 COPY_CHUNK_ROWS = 200
+# PostgreSQL's binary COPY format: a signature, flags and header extension, then per row
+# the number of fields and each field's length and bytes; -1 ends the data.
+BINARY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
+BINARY_TRAILER = (-1).to_bytes(2, signed=True)
+FIELDS = (8).to_bytes(2)  # the columns of sql/copy_tasks.sql
+UUID_LENGTH, INT4_LENGTH, TIMESTAMP_LENGTH = (16).to_bytes(4), (4).to_bytes(4), (8).to_bytes(4)
+JSONB_VERSION = b"\x01"
+PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 def _as_is(text: str) -> str:
@@ -120,28 +127,47 @@ def _placed(st: Statements, conn: Conn, params: dict[str, Any]) -> dict[str, Any
 
 def _copy_tasks(st: Statements, conn: Conn, params: dict[str, Any],
                 ids: Sequence[TaskId], items: Payloads) -> None:
-    """Write a batch with one COPY; the placement is computed once.
+    """Write a batch with one COPY in PostgreSQL's binary format; the placement is
+    computed once.
 
-    The rows are sent as one block of COPY text: the columns after the payload are
-    the same on every row, and formatting them once per batch rather than through a
-    per-row writer is what makes a large batch cheap on the client.  Queue names are
-    validated to plain characters and payload JSON is ASCII without raw control
-    characters, so the only character COPY's text format needs escaped is the backslash.
+    Binary, the server reads the id, the two timestamps and the integers as they are
+    stored instead of parsing their text (half its per-row cost before the row is
+    written), and nothing needs escaping.  The fields after the payload are the same on
+    every row, so they are encoded once per batch; a row is its id, the payload's
+    length and text, and that tail.
     """
     p = _placed(st, conn, params)
-    tail = "\t".join(str(p[k]) for k in ("exec_time", "priority", "pending_head_start_s",
-                                          "max_attempts", "now"))
-    row_end = f"\t{tail}\n"
-    head = f"\t{p['queue']}\t"
+    queue = p["queue"].encode()
+    head = FIELDS + UUID_LENGTH
+    tail = (_timestamp(p["exec_time"]) + _int4(p["priority"])
+            + _int4(p["pending_head_start_s"]) + _int4(p["max_attempts"])
+            + _timestamp(p["now"]))
+    queue_field = len(queue).to_bytes(4) + queue
     with conn.cursor().copy(st.query("copy_tasks")) as copy:
+        copy.write(BINARY_SIGNATURE)
         for start in range(0, len(ids), COPY_CHUNK_ROWS):
             end = start + COPY_CHUNK_ROWS
-            copy.write("".join([
-                f"{task_id.int:032x}{head}{text.replace(BACKSLASH, ESCAPED)}{row_end}"
-                for task_id, text in zip(ids[start:end], items.texts(start, end),
+            copy.write(b"".join([
+                b"".join((head, task_id.int.to_bytes(16), queue_field,
+                          (len(data) + 1).to_bytes(4), JSONB_VERSION, data, tail))
+                for task_id, data in zip(ids[start:end],
+                                         [t.encode() for t in items.texts(start, end)],
                                          strict=True)]))
+        copy.write(BINARY_TRAILER)
     if p["notify"]:
         conn.execute(st.query("notify"), p)
+
+
+def _timestamp(value: datetime) -> bytes:
+    """A timestamptz field: microseconds since 2000-01-01 UTC."""
+    delta = value - PG_EPOCH
+    return TIMESTAMP_LENGTH + ((delta.days * 86_400 + delta.seconds) * 1_000_000
+                               + delta.microseconds).to_bytes(8, signed=True)
+
+
+def _int4(value: int) -> bytes:
+    """An int4 field."""
+    return INT4_LENGTH + int(value).to_bytes(4, signed=True)
 
 
 def _insert_tasks(st: Statements, conn: Conn, params: dict[str, Any],

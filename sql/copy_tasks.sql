@@ -1,5 +1,4 @@
--- A batch of new tasks in COPY's text format: one block of rows built by the client
--- (shardq.produce).
+-- A batch of new tasks in COPY's binary format, built by the client (shardq.produce).
 COPY shardq.tasks
     (id, queue, payload, exec_time, priority, pending_head_start_s, max_attempts, enqueued_at)
-FROM STDIN
+FROM STDIN (FORMAT binary)

@@ -58,6 +58,22 @@ def test_enqueue_many_copies_rows_with_shared_options(client: Client,
     assert client.enqueue_many("bulk", []) == []
 
 
+@pytest.mark.parametrize(("run_at", "priority", "head_start"), [
+    (datetime(2031, 5, 6, 7, 8, 9, 123456, tzinfo=UTC), 5, 5),  # future: kept for later
+    (datetime(1999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC), -3, 0),  # before 2000: negative
+])
+def test_enqueue_many_writes_exact_times_and_numbers(
+        client: Client, connect: psycopg.Connection[Any], run_at: datetime, priority: int,
+        head_start: int) -> None:
+    """The COPY's fields are sent in binary: timestamps to the microsecond, on both sides
+    of PostgreSQL's epoch, and signed integers."""
+    client.enqueue_many("exact", [{}, {}], run_at=run_at, priority=priority, max_attempts=7)
+    due = run_at if head_start else run_at - timedelta(seconds=priority)
+    rows = connect.execute("SELECT exec_time, pending_head_start_s, max_attempts, priority "
+                           "FROM shardq.tasks WHERE queue = 'exact'").fetchall()
+    assert rows == [(due, head_start, 7, priority)] * 2
+
+
 # Payloads that COPY's text format would misread if sent unescaped.
 AWKWARD_PAYLOADS: list[Any] = [
     "back\\slash", "tab\tand\nnewline\r", "\\N", None, "", "é☃ and \u2028", ["\\", "\\\\"],

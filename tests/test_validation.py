@@ -62,6 +62,16 @@ def test_bad_enqueue(client: Client, connect: psycopg.Connection[Any], case: str
     assert nothing_written(connect)
 
 
+def test_a_bad_payload_late_in_a_batch_writes_none_of_it(
+        client: Client, connect: psycopg.Connection[Any]) -> None:
+    """Payloads are encoded chunk by chunk while the COPY runs: one that fails after
+    earlier chunks were sent rolls the whole batch back, and the pool stays usable."""
+    with pytest.raises(InvalidTask, match="not JSON-serialisable"):
+        client.enqueue_many("q", [{"n": n} for n in range(650)] + [{"bad": object()}])
+    assert nothing_written(connect)
+    assert len(client.enqueue_many("q", [{"n": n} for n in range(650)])) == 650
+
+
 def test_oversize_limit_is_configurable(dsn: str, client: Client,
                                         connect: psycopg.Connection[Any]) -> None:
     with shardq.Client(dsn, max_payload_bytes=10) as small:
