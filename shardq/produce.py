@@ -131,10 +131,9 @@ def _copy_tasks(st: Statements, conn: Conn, params: dict[str, Any],
     computed once.
 
     Binary, the server reads the id, the two timestamps and the integers as they are
-    stored instead of parsing their text (half its per-row cost before the row is
-    written), and nothing needs escaping.  The fields after the payload are the same on
-    every row, so they are encoded once per batch; a row is its id, the payload's
-    length and text, and that tail.
+    stored instead of parsing their text, and nothing needs escaping.  The fields
+    after the payload are the same on every row, so they are encoded once per batch;
+    a row is its id, the payload's length and text, and that tail.
     """
     p = _placed(st, conn, params)
     queue = p["queue"].encode()

@@ -98,9 +98,9 @@ class Worker:
                                  listening=self.listener is not None),
                         buffer=self.buffer, capacity=self.capacity, keeper=self.keeper,
                         batch=self.config.batch, lease_s=leases.__getitem__,
-                        metrics=self.metrics, gate=self.gate,
+                        metrics=self.metrics, gate=self.gate, lag=self.completer.lag,
                         demand=self._demand, max_wait_s=self.config.prefetch_max_s,
-                        give_back=self._give_back_waiting, lag=self.completer.lag)
+                        give_back=self._give_back_waiting)
                 for i in range(count)]
 
     def _demand(self) -> int:
