@@ -6,12 +6,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-
 from bench.common import RESULTS_DIR, markdown_table
+from bench.plotting import plt, save
 
 MIB = 2**20
 DEAD_GOAL = 20_000
@@ -142,10 +138,7 @@ def plot(result: dict[str, Any], path: Path) -> Path:
         ax.set_ylabel(unit)
         ax.set_ylim(bottom=0)
         ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def write_report(result: dict[str, Any], suffix: str = "") -> str:

@@ -6,12 +6,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-
 from bench.common import markdown_table
+from bench.plotting import plt, save
 from bench.suite.settings import Settings
 from bench.suite.stats import fmt_ratio, med, paired_ratio, select
 
@@ -119,10 +115,7 @@ def draw(records: list[Record], settings: Settings, out: Path) -> list[Path]:
         left.set_title("Claim + ack ceiling (pgbench)")
         right.set_ylabel(f"÷ {buckets[0]} bucket (side by side)")
         right.set_title("Buckets' gain")
-        fig.tight_layout()
-        fig.savefig(out / "fleet_ceiling.png", dpi=100)
-        plt.close(fig)
-        paths.append(out / "fleet_ceiling.png")
+        paths.append(save(fig, out / "fleet_ceiling.png"))
     if select(records, "fleet_worker"):
         buckets = _present(records, "fleet_worker", "buckets", settings.worker_buckets)
         procs = _present(records, "fleet_worker", "processes", settings.worker_processes)
@@ -136,8 +129,5 @@ def draw(records: list[Record], settings: Settings, out: Path) -> list[Path]:
         ax.set_ylabel("tasks/s")
         ax.set_title("shardq worker processes: drain rate")
         ax.legend()
-        fig.tight_layout()
-        fig.savefig(out / "fleet_workers.png", dpi=100)
-        plt.close(fig)
-        paths.append(out / "fleet_workers.png")
+        paths.append(save(fig, out / "fleet_workers.png"))
     return paths

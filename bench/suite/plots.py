@@ -5,11 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-
+from bench.plotting import plt, save
 from bench.suite import fleet_report
 from bench.suite.settings import DRAIN_VARIANTS, PICKUP_VARIANTS, Settings
 from bench.suite.stats import med, select
@@ -28,10 +24,7 @@ def _bars(path: Path, title: str, labels: list[str], values: list[float], ylabel
     if log:
         ax.set_yscale("log")
     ax.tick_params(axis="x", labelrotation=20)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def draw(records: list[Record], settings: Settings, out: Path) -> list[Path]:
@@ -61,10 +54,7 @@ def draw(records: list[Record], settings: Settings, out: Path) -> list[Path]:
             ax.set_title(f"Pickup latency, {load}")
             ax.set_ylabel("ms")
             ax.legend()
-        fig.tight_layout()
-        fig.savefig(out / "pickup.png", dpi=100)
-        plt.close(fig)
-        paths.append(out / "pickup.png")
+        paths.append(save(fig, out / "pickup.png"))
     backlog = select(records, "backlog")
     if backlog:
         configs = list(dict.fromkeys(r["config"] for r in backlog))
@@ -82,8 +72,5 @@ def draw(records: list[Record], settings: Settings, out: Path) -> list[Path]:
         ax.set_ylabel("tasks/s")
         ax.set_title("Sharding ablation: shardq worker drain rate")
         ax.legend()
-        fig.tight_layout()
-        fig.savefig(out / "ablation.png", dpi=100)
-        plt.close(fig)
-        paths.append(out / "ablation.png")
+        paths.append(save(fig, out / "ablation.png"))
     return paths + fleet_report.draw(records, settings, out)
