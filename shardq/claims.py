@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import fields
+from json import loads
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -23,11 +24,12 @@ RETURNED = tuple(f.name for f in fields(Task) if f.name not in GIVEN)
 
 
 def task_rows(queue: str, token: UUID) -> RowFactory[Task]:
-    """Rows of a claim (:data:`RETURNED`) as Tasks of ``queue`` under lease ``token``."""
+    """Rows of a claim (:data:`RETURNED`, the payload as JSON text) as Tasks of ``queue``
+    under lease ``token``."""
     def factory(cursor: Any) -> RowMaker[Task]:
         def make(values: Sequence[Any]) -> Task:
-            task_id, bucket, exec_time, *rest = values
-            return Task(task_id, queue, bucket, exec_time, token, *rest)
+            task_id, bucket, exec_time, payload, *rest = values
+            return Task(task_id, queue, bucket, exec_time, token, loads(payload), *rest)
         return make
     return factory
 

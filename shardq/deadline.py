@@ -12,6 +12,7 @@ caller's retry logic takes over as for any lost connection.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import socket
 import threading
@@ -60,6 +61,10 @@ class Watchdog:
         self._keys = itertools.count()
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
+        # When the thread wakes next by itself (inf: only when told).  A new unit whose
+        # deadline is later need not wake it: waking it for every statement, to find
+        # nothing due, was a measurable share of a busy worker's time.
+        self._wake_at = math.inf
 
     @contextmanager
     def guard(self, conn: psycopg.Connection[Any], timeout_s: float) -> Iterator[Guard]:
@@ -69,7 +74,8 @@ class Watchdog:
         with self._cond:
             self._active[key] = entry
             self._ensure_thread()
-            self._cond.notify()
+            if entry.deadline < self._wake_at:
+                self._cond.notify()
         try:
             yield entry
         finally:
@@ -101,6 +107,8 @@ class Watchdog:
                         entry.cut = True
                         cut_socket(entry.conn)
                 if not self._active:
+                    self._wake_at = math.inf
                     self._cond.wait()
                     continue
-                self._cond.wait(min(e.deadline for e in self._active.values()) - now)
+                self._wake_at = min(e.deadline for e in self._active.values())
+                self._cond.wait(self._wake_at - now)

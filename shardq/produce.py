@@ -79,11 +79,10 @@ def enqueue_many(st: Statements, params: dict[str, Any], payloads: Iterable[Any]
         nonlocal tries
         tries += 1
         try:
+            # The batch is counted in its own transaction (by the placement's
+            # statement): a retry that finds the batch committed rolls its count back.
             with c.transaction():
                 writer(st, c, params, ids, items)
-                # Counted in the batch's transaction: a retry that finds the batch
-                # committed rolls its own count back with it.
-                c.execute(st.query("throughput_count"), {**params, "count": n})
         except UniqueViolation:
             # The batch is one transaction under ids made here: when a retry finds
             # them taken, the attempt whose reply was lost committed them all.
@@ -119,8 +118,9 @@ class Payloads:
         return done[start:end]
 
 
-def _placed(st: Statements, conn: Conn, params: dict[str, Any]) -> dict[str, Any]:
-    row = st.one("placement_one", params, conn=conn)
+def _placed(st: Statements, conn: Conn, params: dict[str, Any], count: int) -> dict[str, Any]:
+    """The batch's placement; the same statement counts its ``count`` tasks."""
+    row = st.one("placement_batch", {**params, "count": count}, conn=conn)
     exec_time, pending, now = row
     return {**params, "exec_time": exec_time, "pending_head_start_s": pending, "now": now}
 
@@ -135,7 +135,7 @@ def _copy_tasks(st: Statements, conn: Conn, params: dict[str, Any],
     after the payload are the same on every row, so they are encoded once per batch;
     a row is its id, the payload's length and text, and that tail.
     """
-    p = _placed(st, conn, params)
+    p = _placed(st, conn, params, len(ids))
     queue = p["queue"].encode()
     head = FIELDS + UUID_LENGTH
     tail = (_timestamp(p["exec_time"]) + _int4(p["priority"])
@@ -172,6 +172,6 @@ def _int4(value: int) -> bytes:
 def _insert_tasks(st: Statements, conn: Conn, params: dict[str, Any],
                   ids: Sequence[TaskId], items: Payloads) -> None:
     """Write a batch with one multi-row INSERT (engines without COPY)."""
-    p = _placed(st, conn, params)
+    p = _placed(st, conn, params, len(ids))
     conn.execute(st.query("enqueue_many"), {**p, "ids": list(ids),
                                             "payloads": items.texts(0, len(items))})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import json.encoder
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -36,6 +37,16 @@ _JSON_ESCAPE = re.compile(r"\\(?:u([0-9a-f]{4})|.)")
 # ensure_ascii (the default) keeps the text ASCII, so its length is its size in bytes
 # and it never holds a raw control character.
 _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+# JSONEncoder.encode still builds its C encoder afresh on every call, which was half
+# of a small payload's cost; this one is built once.  It keeps no markers of the
+# containers it is inside (a markers dict would be shared between calls, and one
+# left by a failed call would refuse the next payload), so a circular payload ends
+# in RecursionError instead of ValueError.  Where the C encoder is missing (not
+# CPython), JSONEncoder.encode does the same work.
+_C_ENCODE = getattr(json.encoder, "c_make_encoder", None)
+if _C_ENCODE is not None:
+    _C_ENCODE = _C_ENCODE(None, _ENCODER.default, json.encoder.encode_basestring_ascii, None,
+                          ":", ",", False, False, False)
 
 
 def queue_name(name: object) -> str:
@@ -51,9 +62,12 @@ def queue_name(name: object) -> str:
 def payload_json(payload: Any, max_bytes: int) -> str:
     """The payload as compact JSON text, refused if not serialisable or over ``max_bytes``."""
     try:
-        text = _ENCODER.encode(payload)
+        text = "".join(_C_ENCODE(payload, 0)) if _C_ENCODE else _ENCODER.encode(payload)
     except (TypeError, ValueError) as exc:
         raise InvalidTask(f"payload is not JSON-serialisable: {exc}") from None
+    except RecursionError:
+        raise InvalidTask("payload is not JSON-serialisable: it contains itself, or is "
+                          "nested too deeply") from None
     size = len(text)
     if size > max_bytes:
         raise InvalidTask(f"payload is {size} bytes, over the limit of {max_bytes}")

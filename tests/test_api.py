@@ -291,6 +291,21 @@ def test_settling_addresses_rows_whatever_the_queue_is_named(client: Client,
         assert states == {"dead": 1, "available": 1}
 
 
+ODD_PAYLOADS: list[Any] = [None, True, 0, -1.5, 2**70, "", "quote \" and \\ backslash",
+                           "\U0001f600 \u2028 \u00e9", [], [1, [2, {"a": None}]],
+                           {"nested": {"k": ["v", 1e-7]}, "": 0}]
+
+
+def test_claimed_payloads_are_what_was_enqueued(client: Client) -> None:
+    """A claim reads payloads as JSON text and decodes them itself: every kind of JSON
+    value comes back equal, from a single enqueue and from a COPY batch."""
+    singles = [client.enqueue("odd", p) for p in ODD_PAYLOADS]
+    batch = client.enqueue_many("odd", ODD_PAYLOADS)
+    claimed = {t.id: t.payload for t in claim_all(client, "odd")}
+    assert [claimed[i] for i in singles] == ODD_PAYLOADS
+    assert [claimed[i] for i in batch] == ODD_PAYLOADS
+
+
 def test_a_claim_returns_the_task_fields_in_order(client: Client, dsn: str) -> None:
     """Claimed rows become Tasks positionally (shardq.claims.task_rows)."""
     with psycopg.connect(dsn, autocommit=True) as conn:

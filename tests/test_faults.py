@@ -16,6 +16,7 @@ import pytest
 import shardq
 from shardq import Client
 from shardq.db import Database
+from shardq.deadline import Watchdog
 from shardq.dialect import COCKROACHDB, POSTGRESQL
 from shardq.errors import ConfigError, ConnectionLost, Unavailable
 from shardq.task import TaskId
@@ -58,6 +59,25 @@ def test_work_that_finishes_in_time_is_not_cut(dsn: str) -> None:
         assert db.run(lambda c: c.execute("SELECT pg_sleep(0.2), 7").fetchone()) == ("", 7)
     finally:
         db.close()
+
+
+def test_a_short_deadline_strikes_while_a_longer_one_is_waiting(dsn: str) -> None:
+    """The watchdog sleeps until the earliest deadline and is woken only by an earlier
+    one: a unit with a short deadline, started while a long one runs, is still cut on
+    time, and the long one is left alone."""
+    watchdog = Watchdog("test-deadlines")
+    with (psycopg.connect(dsn, autocommit=True) as slow,
+          psycopg.connect(dsn, autocommit=True) as stuck):
+        with watchdog.guard(slow, 60) as long_guard:
+            with watchdog.guard(slow, 120):  # later still: no wake-up needed
+                pass
+            started = time.monotonic()
+            with pytest.raises(psycopg.OperationalError), watchdog.guard(stuck, 0.5) as guard:
+                stuck.execute("SELECT pg_sleep(30)")
+            assert guard.cut
+            assert time.monotonic() - started < 5
+            assert slow.execute("SELECT 1").fetchone() == (1,)
+        assert not long_guard.cut
 
 
 def with_user(url: str, user: str, password: str) -> str:

@@ -20,8 +20,23 @@ def nothing_written(conn: psycopg.Connection[Any]) -> bool:
     return conn.execute("SELECT count(*) FROM shardq.tasks").fetchone() == (0,)
 
 
+def _circular() -> list[Any]:
+    loop: list[Any] = []
+    loop.append(loop)
+    return loop
+
+
+def _nested(depth: int) -> list[Any]:
+    inner: list[Any] = []
+    for _ in range(depth):
+        inner = [inner]
+    return inner
+
+
 BAD_ENQUEUES: list[tuple[str, dict[str, Any]]] = [
     ("not json", {"payload": {"x": object()}}),
+    ("circular", {"payload": {"x": _circular()}}),
+    ("nested too deeply", {"payload": _nested(5000)}),
     ("not json (set)", {"payload": {1, 2}}),
     ("nan", {"payload": {"x": math.nan}}),
     ("nul", {"payload": {"x": "a\x00b"}}),

@@ -72,8 +72,11 @@ class Completer(Loop[int]):
             try:
                 # Heartbeats keep these tasks' leases until here; a task whose lease
                 # was lost meanwhile may run elsewhere, so its outcome is dropped.
-                kept = {t.id for t in self.release([o.task for o in chunk])}
-                chunk_kept = [o for o in chunk if o.task.id in kept]
+                kept = self.release([o.task for o in chunk])
+                chunk_kept = chunk
+                if len(kept) < len(chunk):  # rare: compare only then (the same objects)
+                    held = {id(t) for t in kept}
+                    chunk_kept = [o for o in chunk if id(o.task) in held]
                 self._write([o for o in chunk_kept if o.ok], [o for o in chunk_kept if not o.ok])
             finally:
                 with self._lock:
