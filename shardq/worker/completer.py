@@ -23,7 +23,7 @@ from shardq.worker.metrics import Metrics
 log = logging.getLogger("shardq.worker")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # one per task: a frozen dataclass took four times as long to make
 class Outcome:
     """What became of one run: ``ack``, or a failure with its error and retry wishes."""
 
@@ -93,8 +93,12 @@ class Completer(Loop[int]):
     def _write(self, acks: list[Outcome], fails: list[Outcome]) -> None:
         if acks:
             self._settle(acks, self._ack)
-            for queue, n in Counter(o.task.queue for o in acks).items():
-                self.metrics.acked.labels(queue).inc(n)
+            queue = acks[0].task.queue
+            if all(o.task.queue == queue for o in acks):  # the usual case: no Counter
+                self.metrics.acked.labels(queue).inc(len(acks))
+            else:
+                for queue, n in Counter(o.task.queue for o in acks).items():
+                    self.metrics.acked.labels(queue).inc(n)
         if fails:
             self._settle(fails, self._nack)
             for o in fails:
