@@ -62,7 +62,7 @@ def normalize_dsn(dsn: str) -> str:
 
 def detect_dialect(conn: psycopg.Connection[Any]) -> Dialect:
     """The server's dialect, from its version string."""
-    row = conn.execute("SELECT version()").fetchone()
+    row = conn.execute(sqlfiles.plain("server_version")).fetchone()
     return dialect.from_version(str(row[0]) if row else "")
 
 

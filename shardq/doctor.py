@@ -33,7 +33,9 @@ INDEX_MIN_BYTES = 8 * 1024 * 1024  # smaller indexes are not worth a REINDEX
 PID_SAMPLES = 8
 NOTIFY_WAIT_S = 2.0
 CHANNEL = "shardq_doctor"
-SUPPORTED_POSTGRESQL = 13  # gen_random_uuid() without an extension, and the migrations' SQL
+# gen_random_uuid() without an extension (13), and TID range scans (14): the stats read
+# a sample of the table's pages through them, where 13 would scan the whole table.
+SUPPORTED_POSTGRESQL = 14
 
 
 @dataclass(frozen=True)
@@ -49,20 +51,20 @@ class Finding:
 Conn = psycopg.Connection[tuple[Any, ...]]
 
 
-def _one(conn: Conn, query: str, params: Any = None) -> tuple[Any, ...]:
-    row = conn.execute(query, params).fetchone()
+def _one(conn: Conn, name: str, params: Any = None) -> tuple[Any, ...]:
+    row = conn.execute(sqlfiles.plain(name), params).fetchone()
     assert row is not None  # every query here returns one row
     return row
 
 
 def server_version(conn: Conn) -> Finding:
     """The engine and its version, against what shardq supports."""
-    version = str(_one(conn, "SELECT version()")[0])
+    version = str(_one(conn, "server_version")[0])
     if "CockroachDB" in version:
         return Finding("server version", True, version.split("(")[0].strip())
-    number = int(_one(conn, "SHOW server_version_num")[0])
-    major = number // 10000
-    seen = f"PostgreSQL {_one(conn, 'SHOW server_version')[0]}"
+    number, text = _one(conn, "doctor_version")
+    major = int(number) // 10000
+    seen = f"PostgreSQL {text}"
     if major < SUPPORTED_POSTGRESQL:
         return Finding("server version", False, seen,
                        f"upgrade to PostgreSQL {SUPPORTED_POSTGRESQL} or newer: shardq's "
@@ -72,23 +74,15 @@ def server_version(conn: Conn) -> Finding:
 
 def autovacuum(conn: Conn) -> Finding:
     """Whether autovacuum keeps shardq.tasks' dead rows down, and what holds it back."""
-    if not _one(conn, "SELECT current_setting('autovacuum') = 'on'")[0]:
+    server_on, options, live, dead, last = _one(conn, "doctor_autovacuum")
+    if not server_on:
         return Finding("autovacuum", False, "autovacuum is off on this server",
                        "turn it on (autovacuum = on in postgresql.conf): every ack leaves a "
                        "dead row, and without vacuum claims step over ever more of them")
-    options = _one(conn, "SELECT coalesce(reloptions, '{}') FROM pg_class "
-                         "WHERE oid = 'shardq.tasks'::regclass")[0]
     if "autovacuum_enabled=false" in options:
         return Finding("autovacuum", False, "autovacuum is disabled for shardq.tasks",
                        "ALTER TABLE shardq.tasks RESET (autovacuum_enabled)")
-    live, dead, last = _one(conn, """
-        SELECT n_live_tup, n_dead_tup, greatest(last_autovacuum, last_vacuum)
-        FROM pg_stat_user_tables WHERE relid = 'shardq.tasks'::regclass""")
-    oldest = _one(conn, """
-        SELECT coalesce(max(extract(epoch FROM now() - xact_start)), 0),
-               (array_agg(pid ORDER BY xact_start))[1]
-        FROM pg_stat_activity
-        WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()""")
+    oldest = _one(conn, "doctor_oldest_snapshot")
     seen = f"{dead:,} dead and {live:,} live rows; last vacuum {last or 'never'}"
     if oldest[0] > OLD_XMIN_S:
         return Finding("autovacuum", False, seen + f"; a transaction open for "
@@ -105,7 +99,7 @@ def autovacuum(conn: Conn) -> Finding:
 
 def index_bloat(conn: Conn) -> Finding:
     """shardq.tasks' indexes whose size is several times what their entries need."""
-    rows = conn.execute(sqlfiles.text("index_bloat")).fetchall()
+    rows = conn.execute(sqlfiles.plain("index_bloat")).fetchall()
     bloated = []
     for name, size, entries, entry_bytes, _valid in rows:
         needed = entries * entry_bytes / 0.9  # key, header, line pointer; fill 90%
@@ -136,10 +130,7 @@ def maintenance(conn: Conn) -> Finding:
 
 def connections(conn: Conn, client: Client, worker: WorkerConfig) -> Finding:
     """A worker daemon's connections against the server's free ones."""
-    max_conn, reserved, used = _one(conn, """
-        SELECT current_setting('max_connections')::int,
-               current_setting('superuser_reserved_connections')::int,
-               (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')""")
+    max_conn, reserved, used = _one(conn, "doctor_connections")
     per_process = max(client.config.pool_max_size, worker.connections) + int(worker.listen)
     daemon = per_process * worker.processes
     free = max_conn - reserved - used
@@ -160,15 +151,15 @@ def listen(client: Client) -> Finding:
     dsn = client.db.dsn
     with psycopg.connect(dsn, autocommit=True) as listener, \
             psycopg.connect(dsn, autocommit=True) as sender:
-        pids = {_one(listener, "SELECT pg_backend_pid()")[0] for _ in range(PID_SAMPLES)}
-        listener.execute("LISTEN " + CHANNEL)
+        pids = {_one(listener, "backend_pid")[0] for _ in range(PID_SAMPLES)}
+        listener.execute(sqlfiles.plain("listen", channel=CHANNEL))
         token = uuid.uuid4().hex
         began = time.monotonic()
-        sender.execute("SELECT pg_notify(%s, %s)", (CHANNEL, token))
+        sender.execute(sqlfiles.plain("notify_probe"), {"channel": CHANNEL, "payload": token})
         heard = any(n.payload == token for n in listener.notifies(timeout=NOTIFY_WAIT_S,
                                                                   stop_after=1))
         took = time.monotonic() - began
-        listener.execute("UNLISTEN " + CHANNEL)
+        listener.execute(sqlfiles.plain("unlisten", channel=CHANNEL))
     if len(pids) > 1 or not heard:
         pooled = (f"one connection reached {len(pids)} server sessions" if len(pids) > 1
                   else f"a NOTIFY did not arrive within {NOTIFY_WAIT_S:g} s")
@@ -190,7 +181,7 @@ def examine(client: Client, worker: WorkerConfig) -> list[Finding]:
     findings = []
     with psycopg.connect(client.db.dsn, autocommit=True) as conn:
         cockroach = not client.dialect.notify and "CockroachDB" in str(
-            _one(conn, "SELECT version()")[0])
+            _one(conn, "server_version")[0])
         for name, check in checks:
             if cockroach and name != "server version":
                 # No vacuum (gc.ttlseconds collects MVCC garbage) and no max_connections.

@@ -13,7 +13,8 @@ import threading
 from pathlib import Path
 
 import psycopg
-from psycopg import sql
+
+from shardq import sqlfiles
 
 log = logging.getLogger("shardq")
 
@@ -47,10 +48,10 @@ def ensure_started() -> str:
         server = _server(pgdata)
         admin = server.get_uri("postgres")  # type: ignore[attr-defined]
         with psycopg.connect(admin, autocommit=True) as conn:
-            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
-                                  (DATABASE,)).fetchone()
+            exists = conn.execute(sqlfiles.plain("database_exists"),
+                                  {"name": DATABASE}).fetchone()
             if not exists:
-                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE)))
+                conn.execute(sqlfiles.plain("database_create", database=DATABASE))
         if pgdata not in _announced:
             _announced.add(pgdata)
             log.warning("shardq: no database named (SHARDQ_DSN); using the embedded "

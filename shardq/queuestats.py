@@ -3,10 +3,16 @@
 Counts are read per bucket with a cap (``sql/stats.sql``): at most :data:`COUNT_BUDGET`
 index entries per state over all buckets, so the cost does not grow with the queue.
 A figure whose every bucket stayed under the cap is exact.  Beyond the cap it is
-estimated from a uniform sample of the table (``sql/stats_sample.sql``: the
-:data:`SAMPLE_ROWS` smallest task ids, ids being random) and reported with its error,
-three standard errors (about 99.7 % of estimates fall within it).  The estimate is
-never below the capped count, which is a sure lower bound.
+estimated from a random sample of the table and reported with its error, three
+standard errors (about 99.7 % of estimates fall within it).  The estimate is never
+below the capped count, which is a sure lower bound.  The sample is:
+
+- on PostgreSQL, about :data:`SAMPLE_PAGES` pages (``sql/stats_pages.sql``,
+  TABLESAMPLE SYSTEM).  Task ids are time-ordered there, so the smallest ids would be
+  the oldest tasks; and tasks written together share pages, which the error allows for
+  by taking pages, not rows, as the units sampled;
+- on CockroachDB, the :data:`SAMPLE_ROWS` smallest task ids (``sql/stats_sample.sql``),
+  ids being random there.
 
 Rates come from ``shardq.throughput``, which the enqueue and ack statements add to
 (``sql/throughput_add.sql``): tasks enqueued and completed (acked) in the last minute.
@@ -14,6 +20,7 @@ Rates come from ``shardq.throughput``, which the enqueue and ack statements add 
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
@@ -25,7 +32,8 @@ from shardq.statements import Statements
 
 COUNT_BUDGET = 16384  # index entries one state's count reads at most, over all buckets
 MIN_BUCKET_CAP = 16
-SAMPLE_ROWS = 4096  # tasks the estimate samples
+SAMPLE_ROWS = 4096  # tasks the estimate samples (ids in order: random ids only)
+SAMPLE_PAGES = 128  # pages of the table the estimate samples (time-ordered ids)
 HEAD_ROWS = 32  # tasks in line read per bucket for the lag (the literal of sql/stats.sql)
 ERROR_SIGMAS = 3
 STATES = ("available", "scheduled", "locked", "dead")
@@ -83,11 +91,14 @@ class QueueStats:
 
 @dataclass
 class _Sample:
-    """The table sample: how many rows, how far into the id space, counts by queue."""
+    """A sample of the table: ``sampled`` of its ``units`` (pages, or rows), taken at
+    random; per queue and state, the sampled units' total count and the variance of
+    the count between units.  All units sampled: the totals are exact."""
 
-    rows: int
-    reach: float
-    counts: dict[str, dict[str, int]]
+    units: float
+    sampled: int
+    totals: dict[str, dict[str, int]]
+    variances: dict[str, dict[str, float]]
 
 
 def stats(st: Statements, queue: str, slo_s: float | None = None) -> QueueStats:
@@ -132,27 +143,54 @@ def _slo(slo_s: float | None) -> float | None:
 
 
 def _sample(st: Statements) -> _Sample:
+    return _page_sample(st) if st.dialect.ordered_ids else _id_sample(st)
+
+
+def _page_sample(st: Statements) -> _Sample:
+    rows = st.all(st.query("stats_pages", SAMPLE_PAGES), {"queue": None})
+    pages, n = float(rows[0][0]), int(rows[0][1])
+    series: dict[str, dict[str, list[int]]] = {}  # queue -> state -> count per sampled page
+    for _pages, _sampled, k, queue, *counts in rows:
+        if queue is None:  # no task on the pages read
+            continue
+        by_state = series.setdefault(queue, {s: [0] * n for s in STATES})
+        for state, y in zip(STATES, counts, strict=True):
+            by_state[state][k] = y
+    totals = {q: {s: sum(ys) for s, ys in by.items()} for q, by in series.items()}
+    # The pages are evenly spaced over the table, so neighbouring pages of the sample
+    # differ only where the table changes (tasks written together share pages): the
+    # successive-difference estimate of the variance allows for that, where treating the
+    # pages as independent would overstate the error of a table written in long runs.
+    variances = {q: {s: sum((b - a) ** 2 for a, b in itertools.pairwise(ys)) / (2 * max(n - 1, 1))
+                     for s, ys in by.items()} for q, by in series.items()}
+    return _Sample(pages, n, totals, variances)
+
+
+def _id_sample(st: Statements) -> _Sample:
     rows = st.all(st.query("stats_sample", SAMPLE_ROWS), {"queue": None})
-    sampled, last_id = rows[0][0], rows[0][1]
-    # Fewer rows than asked for: the sample is the whole table.
-    reach = 1.0 if sampled < SAMPLE_ROWS else (last_id.int + 1) / ID_SPACE
-    counts = {r[2]: dict(zip(STATES, r[3:], strict=True)) for r in rows if r[2] is not None}
-    return _Sample(sampled, reach, counts)
+    n, last_id = rows[0][0], rows[0][1]
+    # Fewer rows than asked for: the sample is the whole table.  Else the n-th smallest
+    # of uniform ids reaches `reach`, and the first n - 1 are a uniform sample of
+    # [0, reach) of the table's rows, which are therefore about (n - 1) / reach.
+    units = float(n) if n < SAMPLE_ROWS else max(float(n), (n - 1) * ID_SPACE / (last_id.int + 1))
+    totals = {r[2]: dict(zip(STATES, r[3:], strict=True)) for r in rows if r[2] is not None}
+    # A row counts 1 or 0: the variance of m ones among n.
+    variances = {q: {s: m * (1 - m / n) / max(n - 1, 1) for s, m in by.items()}
+                 for q, by in totals.items()}
+    return _Sample(units, n, totals, variances)
 
 
 def _estimate(sample: _Sample, queue: str, state: str) -> tuple[int, int]:
-    """The sample's estimate of one count and its error (both in tasks)."""
-    m = sample.counts.get(queue, {}).get(state, 0)
-    if sample.reach >= 1.0:
-        return m, 0
-    n = sample.rows
-    # The n-th smallest of uniform ids reaches `reach`: the first n - 1 are a uniform
-    # sample of [0, reach), hence the (n - 1) / n.
-    scale = (n - 1) / (n * sample.reach)
-    estimate = m * scale
-    # Binomial spread of m among n, and the spread of the reach itself (1 / sqrt(n)).
-    relative = math.sqrt((1 - m / n) / max(m, 1) + 1 / n)
-    return round(estimate), math.ceil(ERROR_SIGMAS * relative * max(estimate, scale))
+    """The sample's estimate of one count and its error (both in tasks): the mean count
+    per sampled unit times the units, and three standard errors of that.  A state seen
+    nowhere gets at least the error of one task in one unit, so it is never exact."""
+    total = sample.totals.get(queue, {}).get(state, 0)
+    n, units = sample.sampled, sample.units
+    if n >= units:
+        return total, 0
+    variance = max(sample.variances.get(queue, {}).get(state, 0.0), 1 / n)
+    spread = units * math.sqrt((1 - n / units) * variance / n)
+    return round(units * total / n), math.ceil(ERROR_SIGMAS * spread)
 
 
 def _figures(queue: str, rows: list[tuple[Any, ...]], capped: set[str], sample: _Sample | None,

@@ -113,3 +113,10 @@ def compiled(name: str, dialect: str, bucket: str, limit: int | None = None, *,
     parts again on every execution; a worker runs a few thousand statements a second."""
     return query(name, dialect, bucket, limit, fragments=fragments,
                  identifiers=identifiers).as_bytes(None)
+
+
+@cache
+def plain(name: str, **identifiers: str) -> sql.Composed:
+    """A query that takes no bucket column, limit nor fragment (server checks and the
+    like): its file's text with ``identifiers`` (placeholder → name) quoted in."""
+    return sql.SQL(text(name)).format(**{k: sql.Identifier(v) for k, v in identifiers.items()})

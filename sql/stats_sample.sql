@@ -1,5 +1,6 @@
--- A uniform sample of the whole table: the "limit" tasks with the smallest ids (ids
--- are random uuids, so these are a random sample), read through tasks_ids, and how
+-- A uniform sample of the whole table (CockroachDB, where task ids are random uuids;
+-- PostgreSQL samples pages, stats_pages): the "limit" tasks with the smallest ids (a
+-- random sample, ids being random), read through tasks_ids, and how
 -- far into the id space they reach; counted by queue and state.  shardq.stats
 -- scales the counts up by the share of the id space read.  With %(queue)s NULL,
 -- every queue of the sample; else that one.

@@ -91,6 +91,7 @@ CRDB_QUERIES = (
     "stats_rates",
     "stats_sample",
     "queue_names",
+    "server_version",
 )
 # Pieces spliced into other queries: the backoff expression, the placement rule and its
 # row sources, and the coalescing insert.
@@ -110,6 +111,14 @@ VACUUM_STEP = ("vacuum_look", "vacuum_maintain", "vacuum_lock", "vacuum_unlock",
 # 0014: autovacuum storage parameters, which CockroachDB does not have).
 POSTGRESQL_ONLY_REVISIONS = ("0008->0009", "0013->0014")
 NOT_QUERIES = ("schema",)  # the PostgreSQL schema snapshot, never run by the Client
+# The stats' page sample (TABLESAMPLE, ctid): PostgreSQL only, where task ids are
+# time-ordered (Dialect.ordered_ids); CockroachDB samples the smallest ids (stats_sample).
+PAGE_SAMPLE = ("stats_pages",)
+# Server checks (shardq doctor), LISTEN and the embedded server's set-up: PostgreSQL only,
+# taken as they are (shardq.sqlfiles.plain), never composed for CockroachDB.
+PLAIN_POSTGRESQL = ("doctor_version", "doctor_autovacuum", "doctor_oldest_snapshot",
+                    "doctor_connections", "backend_pid", "listen", "unlisten", "notify_probe",
+                    "database_exists", "database_create")
 COMPOSED = CRDB_QUERIES + FRAGMENTS + POSTGRESQL_ONLY
 CLAIM_LIMIT = 25
 
@@ -380,7 +389,8 @@ def test_postgresql_render_has_one_transaction_per_revision() -> None:
 def test_every_sql_file_is_classified() -> None:
     names = {p.stem for p in SQL_DIR.glob("*.sql")}
     names |= {p.stem for p in (SQL_DIR / "cockroachdb").glob("*.sql")}
-    assert names == set(CRDB_QUERIES + FRAGMENTS + POSTGRESQL_ONLY + NOT_QUERIES + VACUUM_STEP)
+    assert names == set(CRDB_QUERIES + FRAGMENTS + POSTGRESQL_ONLY + NOT_QUERIES + VACUUM_STEP
+                        + PLAIN_POSTGRESQL + PAGE_SAMPLE)
 
 
 @pytest.mark.parametrize("name", COMPOSED)
@@ -627,9 +637,9 @@ class FakeCockroach:
         ]
         self.seen: list[tuple[str, Any]] = []
 
-    def execute(self, query: str, params: Any = None) -> Result:
+    def execute(self, query: Any, params: Any = None) -> Result:
         self.seen.append((query, params))
-        if query == "SELECT version()":
+        if query == sqlfiles.plain("server_version"):
             return Result([("CockroachDB CCL v25.2.0 (x86_64-pc-linux-gnu, built 2025/05/01)",)])
         return Result(self.rows)
 

@@ -167,6 +167,26 @@ def test_large_counts_are_estimated_within_the_stated_error(databases: Databases
     assert "scheduled" in stats["exact"]
 
 
+def test_estimates_hold_for_time_ordered_ids(databases: Databases) -> None:
+    """Tasks enqueued by the client carry time-ordered ids, so the smallest ids are the
+    oldest tasks: the sample must be of the table, not of its oldest tasks.  Here the
+    oldest 25,000 tasks belong to another queue, and the newest 30,000 to 'big'."""
+    url = databases.create(bucket_count=1)
+    with shardq.Client(url) as client:
+        for start in range(0, 25_000, 1000):
+            client.enqueue_many("old", [{"n": n} for n in range(start, start + 1000)])
+        for start in range(0, 30_000, 1000):
+            client.enqueue_many("big", [{"n": n} for n in range(start, start + 1000)])
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("VACUUM ANALYZE shardq.tasks")
+        figures = client.queues()
+    for queue, real in (("old", 25_000), ("big", 30_000)):
+        stats = figures[queue]
+        assert "available" not in stats["exact"]
+        assert abs(stats["available"] - real) <= stats["error"]["available"], (queue, stats)
+        assert stats["error"]["available"] < 0.25 * real
+
+
 def test_sampler_gauges_follow_the_queue(client: shardq.Client) -> None:
     queue = fresh("gauges")
     metrics = Metrics()

@@ -9,6 +9,8 @@ from collections.abc import Callable
 
 import psycopg
 
+from shardq import sqlfiles
+
 log = logging.getLogger("shardq.worker")
 
 CHANNEL = "shardq"
@@ -49,7 +51,7 @@ class Listener:
             try:
                 with psycopg.connect(self.dsn, autocommit=True,
                                      connect_timeout=self.connect_timeout) as conn:
-                    conn.execute("LISTEN " + CHANNEL)
+                    conn.execute(sqlfiles.plain("listen", channel=CHANNEL))
                     self.on_notify(None, None)
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=IDLE_CHECK_S):

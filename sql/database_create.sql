@@ -1,0 +1,2 @@
+-- The embedded server: create the database shardq uses (its name is quoted as an identifier).
+CREATE DATABASE {database}
