@@ -7,10 +7,11 @@ estimated from a random sample of the table and reported with its error, three
 standard errors (about 99.7 % of estimates fall within it).  The estimate is never
 below the capped count, which is a sure lower bound.  The sample is:
 
-- on PostgreSQL, about :data:`SAMPLE_PAGES` pages (``sql/stats_pages.sql``,
-  TABLESAMPLE SYSTEM).  Task ids are time-ordered there, so the smallest ids would be
-  the oldest tasks; and tasks written together share pages, which the error allows for
-  by taking pages, not rows, as the units sampled;
+- on PostgreSQL, :data:`SAMPLE_PAGES` of the table's pages, evenly spaced from a
+  random start and read by TID range scans (``sql/stats_pages.sql``).  Task ids are
+  time-ordered there, so the smallest ids would be the oldest tasks; and tasks written
+  together share pages, which the error allows for by taking pages, not rows, as the
+  units sampled;
 - on CockroachDB, the :data:`SAMPLE_ROWS` smallest task ids (``sql/stats_sample.sql``),
   ids being random there.
 
@@ -90,7 +91,7 @@ class QueueStats:
 
 
 @dataclass
-class _Sample:
+class Sample:
     """A sample of the table: ``sampled`` of its ``units`` (pages, or rows), taken at
     random; per queue and state, the sampled units' total count and the variance of
     the count between units.  All units sampled: the totals are exact."""
@@ -120,7 +121,7 @@ def many(st: Statements, names: Iterable[str], slo_s: float | None = None) -> li
     query = st.query("stats", cap)
     paused = control.paused(st)
     rates = {row[0]: row[1:] for row in st.all("stats_rates", {"queue": None})}
-    sample: _Sample | None = None
+    sample: Sample | None = None
     out = []
     for name in names:
         rows = st.all(query, {"queue": name, "bucket_count": st.bucket_count})
@@ -142,11 +143,12 @@ def _slo(slo_s: float | None) -> float | None:
     return value
 
 
-def _sample(st: Statements) -> _Sample:
-    return _page_sample(st) if st.dialect.ordered_ids else _id_sample(st)
+def _sample(st: Statements) -> Sample:
+    return page_sample(st) if st.dialect.ordered_ids else id_sample(st)
 
 
-def _page_sample(st: Statements) -> _Sample:
+def page_sample(st: Statements) -> Sample:
+    """PostgreSQL's sample (``sql/stats_pages.sql``): evenly spaced pages of the table."""
     rows = st.all(st.query("stats_pages", SAMPLE_PAGES), {"queue": None})
     pages, n = float(rows[0][0]), int(rows[0][1])
     series: dict[str, dict[str, list[int]]] = {}  # queue -> state -> count per sampled page
@@ -163,10 +165,11 @@ def _page_sample(st: Statements) -> _Sample:
     # pages as independent would overstate the error of a table written in long runs.
     variances = {q: {s: sum((b - a) ** 2 for a, b in itertools.pairwise(ys)) / (2 * max(n - 1, 1))
                      for s, ys in by.items()} for q, by in series.items()}
-    return _Sample(pages, n, totals, variances)
+    return Sample(pages, n, totals, variances)
 
 
-def _id_sample(st: Statements) -> _Sample:
+def id_sample(st: Statements) -> Sample:
+    """CockroachDB's sample (``sql/stats_sample.sql``): the smallest of its random ids."""
     rows = st.all(st.query("stats_sample", SAMPLE_ROWS), {"queue": None})
     n, last_id = rows[0][0], rows[0][1]
     # Fewer rows than asked for: the sample is the whole table.  Else the n-th smallest
@@ -174,13 +177,14 @@ def _id_sample(st: Statements) -> _Sample:
     # [0, reach) of the table's rows, which are therefore about (n - 1) / reach.
     units = float(n) if n < SAMPLE_ROWS else max(float(n), (n - 1) * ID_SPACE / (last_id.int + 1))
     totals = {r[2]: dict(zip(STATES, r[3:], strict=True)) for r in rows if r[2] is not None}
-    # A row counts 1 or 0: the variance of m ones among n.
-    variances = {q: {s: m * (1 - m / n) / max(n - 1, 1) for s, m in by.items()}
+    # A row counts 1 or 0: the variance of m ones among n, plus (m / n)^2 for the
+    # spread of the reach itself, an order statistic (relative variance 1 / n).
+    variances = {q: {s: m * (1 - m / n) / max(n - 1, 1) + (m / n) ** 2 for s, m in by.items()}
                  for q, by in totals.items()}
-    return _Sample(units, n, totals, variances)
+    return Sample(units, n, totals, variances)
 
 
-def _estimate(sample: _Sample, queue: str, state: str) -> tuple[int, int]:
+def estimate(sample: Sample, queue: str, state: str) -> tuple[int, int]:
     """The sample's estimate of one count and its error (both in tasks): the mean count
     per sampled unit times the units, and three standard errors of that.  A state seen
     nowhere gets at least the error of one task in one unit, so it is never exact."""
@@ -193,15 +197,15 @@ def _estimate(sample: _Sample, queue: str, state: str) -> tuple[int, int]:
     return round(units * total / n), math.ceil(ERROR_SIGMAS * spread)
 
 
-def _figures(queue: str, rows: list[tuple[Any, ...]], capped: set[str], sample: _Sample | None,
+def _figures(queue: str, rows: list[tuple[Any, ...]], capped: set[str], sample: Sample | None,
              rate: tuple[Any, ...] | None, paused: bool, slo_s: float | None,
              read_whole: set[int]) -> QueueStats:
     counts = {s: sum(r[1 + i] for r in rows) for i, s in enumerate(STATES)}
     error: dict[str, int] = {}
     if sample is not None:  # sampled because a count reached its cap
         for state in sorted(capped):
-            estimate, error[state] = _estimate(sample, queue, state)
-            counts[state] = max(counts[state], estimate)  # the capped count is a minimum
+            sampled, error[state] = estimate(sample, queue, state)
+            counts[state] = max(counts[state], sampled)  # the capped count is a minimum
     ages = [r[5] for r in rows if r[5] is not None]
     lags = [r[6] for r in rows if r[6] is not None]
     lag = max(0.0, max(lags)) if lags else None

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 import shardq
-from shardq import forecast
+from shardq import forecast, queuestats
 from shardq.worker.metrics import Metrics
 from shardq.worker.observe import StatsSampler
 from tests.conftest import Databases
@@ -165,6 +165,23 @@ def test_large_counts_are_estimated_within_the_stated_error(databases: Databases
     assert stats["available"] >= 4096  # never below what was counted
     assert stats["scheduled"] == 700
     assert "scheduled" in stats["exact"]
+
+
+def test_the_smallest_id_sample_holds_for_random_ids(databases: Databases) -> None:
+    """CockroachDB's sample (random ids there): the smallest ids of a table written
+    with random ids, run here on PostgreSQL, estimates within its stated error."""
+    url = databases.create(bucket_count=1)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO shardq.tasks (queue, payload, exec_time) SELECT "
+                     "CASE WHEN g % 4 = 0 THEN 'few' ELSE 'many' END, '{}', now() "
+                     "FROM generate_series(1, 40000) AS g")
+    with shardq.Client(url) as client:
+        sample = queuestats.id_sample(client.statements)
+    assert sample.sampled == queuestats.SAMPLE_ROWS
+    for queue, real in (("many", 30_000), ("few", 10_000)):
+        estimate, error = queuestats.estimate(sample, queue, "available")
+        assert abs(estimate - real) <= error, (queue, estimate, error)
+        assert 0 < error < 0.15 * real
 
 
 def test_estimates_hold_for_time_ordered_ids(databases: Databases) -> None:
