@@ -62,6 +62,7 @@ FRAGMENTS = {
     "throughput_add": "throughput_add",
     "task_columns": "task_columns",
     "order": "order_earliest",
+    "sample_states": "sample_states",
 }
 
 

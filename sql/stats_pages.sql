@@ -26,11 +26,8 @@ WITH p AS (
     ) AS t
 ), g AS (
     SELECT s.k, s.queue,
-           count(*) FILTER (WHERE s.status = 'available' AND s.exec_time <= n.now) AS available,
-           count(*) FILTER (WHERE s.status = 'available' AND s.exec_time > n.now) AS scheduled,
-           count(*) FILTER (WHERE s.status = 'locked') AS locked,
-           count(*) FILTER (WHERE s.status = 'dead') AS dead
-    FROM s, (SELECT coalesce(%(now)s::timestamptz, now()) AS now) AS n
+           {sample_states}
+    FROM s, (SELECT coalesce(%(now)s::timestamptz, now()) AS now) AS c
     GROUP BY s.k, s.queue
 )
 SELECT p.pages, p.sampled, g.k, g.queue, g.available, g.scheduled, g.locked, g.dead

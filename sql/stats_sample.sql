@@ -14,10 +14,7 @@ WITH s AS (
     FROM s
 ), g AS (
     SELECT s.queue,
-           count(*) FILTER (WHERE s.status = 'available' AND s.exec_time <= c.now) AS available,
-           count(*) FILTER (WHERE s.status = 'available' AND s.exec_time > c.now) AS scheduled,
-           count(*) FILTER (WHERE s.status = 'locked') AS locked,
-           count(*) FILTER (WHERE s.status = 'dead') AS dead
+           {sample_states}
     FROM s, (SELECT coalesce(%(now)s::timestamptz, now()) AS now) AS c
     WHERE %(queue)s::text IS NULL OR s.queue = %(queue)s::text
     GROUP BY s.queue

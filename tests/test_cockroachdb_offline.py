@@ -99,7 +99,7 @@ FRAGMENTS = ("backoff", "placement", "placement_params", "rows_unnest", "insert_
              "insert_one", "claim_where", "claim_set", "claim_returning", "rescue_where",
              "rescue_set", "promote_where", "promote_set", "claim_columns", "suspect",
              "rescue_dies", "rescue_error", "throughput_add", "task_columns",
-             "order_earliest", "order_latest")
+             "order_earliest", "order_latest", "sample_states")
 # Binary COPY (CockroachDB batches go through enqueue_many) and NOTIFY; keyed tasks'
 # requeue statements, which modify the table twice in one statement, live in
 # sql/postgresql/ only.
@@ -472,7 +472,8 @@ CLAUSES = {"claim_where": AS_CONDITION, "rescue_where": AS_CONDITION,
            "promote_set": AS_SET_LIST, "claim_returning": AS_RETURNING,
            "claim_columns": AS_EXPRESSION, "suspect": AS_CONDITION,
            "rescue_dies": AS_CONDITION, "rescue_error": AS_EXPRESSION,
-           "task_columns": AS_EXPRESSION, "order_earliest": AS_ORDER, "order_latest": AS_ORDER}
+           "task_columns": AS_EXPRESSION, "order_earliest": AS_ORDER, "order_latest": AS_ORDER,
+           "sample_states": AS_EXPRESSION}
 
 
 @pytest.mark.parametrize("name", COMPOSED)
