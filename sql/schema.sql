@@ -62,7 +62,7 @@ CREATE TABLE shardq.tasks (
     CONSTRAINT tasks_attempts_check CHECK (((attempts >= 0) AND (max_attempts >= 1))),
     CONSTRAINT tasks_head_start_check CHECK ((pending_head_start_s >= 0)),
     CONSTRAINT tasks_key_check CHECK (((key IS NULL) OR ((length(key) >= 1) AND (length(key) <= 512)))),
-    CONSTRAINT tasks_queue_check CHECK (((queue <> ''::text) AND (length(queue) <= 128) AND ("left"(queue, 1) <> ALL (ARRAY['_'::text, '.'::text, ':'::text, '-'::text])) AND (translate(queue, 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-'::text, ''::text) = ''::text))),
+    CONSTRAINT tasks_queue_check CHECK (((octet_length(queue) BETWEEN 1 AND 128) AND ("left"(queue, 1) <> ALL (ARRAY['_'::text, '.'::text, ':'::text, '-'::text])) AND (ltrim(textsend(queue), '\x4142434445464748494a4b4c4d4e4f505152535455565758595a6162636465666768696a6b6c6d6e6f707172737475767778797a303132333435363738395f2e3a2d'::bytea) = '\x'::bytea))),
     CONSTRAINT tasks_status_check CHECK ((status = ANY (ARRAY['available'::text, 'locked'::text, 'dead'::text])))
 )
 WITH (fillfactor='90', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='1000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='1000', autovacuum_vacuum_cost_delay='0', vacuum_truncate='false');

@@ -108,8 +108,9 @@ POSTGRESQL_ONLY = ("copy_tasks",)
 VACUUM_STEP = ("vacuum_look", "vacuum_maintain", "vacuum_lock", "vacuum_unlock", "vacuum_tasks",
                "index_bloat", "reindex", "index_drop", "index_size")
 # Revisions that change nothing on CockroachDB (0009: the cheaper queue-name check;
-# 0014: autovacuum storage parameters, which CockroachDB does not have).
-POSTGRESQL_ONLY_REVISIONS = ("0008->0009", "0013->0014")
+# 0014: autovacuum storage parameters, which CockroachDB does not have; 0015: the
+# queue-name check on bytes).
+POSTGRESQL_ONLY_REVISIONS = ("0008->0009", "0013->0014", "0014->0015")
 NOT_QUERIES = ("schema",)  # the PostgreSQL schema snapshot, never run by the Client
 # The stats' page sample (TABLESAMPLE, ctid): PostgreSQL only, where task ids are
 # time-ordered (Dialect.ordered_ids); CockroachDB samples the smallest ids (stats_sample).

@@ -262,7 +262,8 @@ def test_env_settings(dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
         shardq.Client()
 
 
-@pytest.mark.parametrize("queue", ["", "_a", "-a", "a b", "caf\u00e9", "q" * 129, "a\nb"])
+@pytest.mark.parametrize("queue", ["", "_a", "-a", "a b", "caf\u00e9", "\u00e9", "q" * 129, "a\nb",
+                                   "a\u00ad", "\uff41", "q" * 127 + "\u00e9", "a/b"])
 def test_the_database_refuses_bad_queue_names_written_around_the_client(
         connect: psycopg.Connection[Any], queue: str) -> None:
     with pytest.raises(psycopg.errors.CheckViolation, match="tasks_queue_check"):
