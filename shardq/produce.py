@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
 from psycopg.errors import UniqueViolation
+from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 
 from shardq import keys, validate
@@ -81,7 +83,7 @@ def enqueue_many(st: Statements, params: dict[str, Any], payloads: Iterable[Any]
         try:
             # The batch is counted in its own transaction (by the placement's
             # statement): a retry that finds the batch committed rolls its count back.
-            with c.transaction():
+            with _atomic(c, own=conn is None):
                 writer(st, c, params, ids, items)
         except UniqueViolation:
             # The batch is one transaction under ids made here: when a retry finds
@@ -91,6 +93,20 @@ def enqueue_many(st: Statements, params: dict[str, Any], payloads: Iterable[Any]
         return ids
 
     return st.run(work, conn)
+
+
+def _atomic(conn: Conn, *, own: bool) -> AbstractContextManager[Any]:
+    """The block a batch is written in: a transaction of its own on a pooled or an
+    autocommit connection, a savepoint inside the caller's open transaction.
+
+    On the caller's connection outside autocommit with no transaction open yet,
+    psycopg's ``transaction()`` would begin and commit one of its own, behind the
+    caller's back; there the batch joins the transaction psycopg opens implicitly,
+    which the caller commits or rolls back (a failed batch fails it).
+    """
+    if own or conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
+        return conn.transaction()
+    return nullcontext()
 
 
 class Payloads:
@@ -119,9 +135,10 @@ class Payloads:
 
 
 def _placed(st: Statements, conn: Conn, params: dict[str, Any], count: int) -> dict[str, Any]:
-    """The batch's placement; the same statement counts its ``count`` tasks."""
-    row = st.one("placement_batch", {**params, "count": count}, conn=conn)
-    exec_time, pending, now = row
+    """The batch's placement; the same statement counts its ``count`` tasks and, with
+    notify, wakes idle workers when the batch commits."""
+    exec_time, pending, now, _ = st.one("placement_batch", {**params, "count": count},
+                                        conn=conn)
     return {**params, "exec_time": exec_time, "pending_head_start_s": pending, "now": now}
 
 
@@ -153,8 +170,6 @@ def _copy_tasks(st: Statements, conn: Conn, params: dict[str, Any],
                                          [t.encode() for t in items.texts(start, end)],
                                          strict=True)]))
         copy.write(BINARY_TRAILER)
-    if p["notify"]:
-        conn.execute(st.query("notify"), p)
 
 
 def _timestamp(value: datetime) -> bytes:

@@ -63,6 +63,7 @@ FRAGMENTS = {
     "task_columns": "task_columns",
     "order": "order_earliest",
     "sample_states": "sample_states",
+    "notified": "batch_notify",
 }
 
 

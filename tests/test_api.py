@@ -95,10 +95,40 @@ def test_enqueue_in_callers_transaction_rolls_back(client: Client, dsn: str,
         assert count(connect, "queue = 'tx'") == 0  # not visible before commit
         own.rollback()
     assert count(connect, "queue = 'tx'") == 0
+    with psycopg.connect(dsn) as own:  # a batch first: it opens the caller's transaction
+        client.enqueue_many("tx", [{"b": 2}, {"b": 3}], conn=own)
+        own.rollback()
+    assert count(connect, "queue = 'tx'") == 0
     with psycopg.connect(dsn) as own:
         client.enqueue("tx", {"a": 1}, conn=own)
     assert count(connect, "queue = 'tx'") == 1  # committed with the caller's transaction
+    with psycopg.connect(dsn, autocommit=True) as own:  # no caller's transaction: its own
+        client.enqueue_many("tx", [{"b": 2}], conn=own)
+    assert count(connect, "queue = 'tx'") == 2
 
+
+
+def test_a_batch_wakes_listeners_once_and_only_when_it_commits(
+        client: Client, dsn: str, connect: psycopg.Connection[Any]) -> None:
+    connect.execute("LISTEN shardq")
+
+    def heard() -> list[str]:
+        connect.execute("SELECT 1")  # the notifications arrive with the next reply
+        return [n.payload for n in connect.notifies(timeout=0.2)]
+
+    client.enqueue_many("woken", [{"n": i} for i in range(3)])
+    assert heard() == ["woken"]
+    with pytest.raises(shardq.InvalidTask):  # a bad payload in the last chunk: all rolls back
+        client.enqueue_many("woken", [{"n": i} for i in range(700)] + [{"x": float("nan")}])
+    assert heard() == []
+    with psycopg.connect(dsn) as own:
+        client.enqueue_many("woken", [{"n": 1}], conn=own)
+        own.rollback()
+    assert heard() == []
+    assert count(connect, "queue = 'woken'") == 3
+    with shardq.Client(dsn, notify=False) as quiet:
+        quiet.enqueue_many("woken", [{"n": 1}])
+    assert heard() == []
 
 def test_claim_locks_and_moves_the_row(client: Client, connect: psycopg.Connection[Any]) -> None:
     task_id = client.enqueue("q", {"x": 1})

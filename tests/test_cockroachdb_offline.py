@@ -95,10 +95,10 @@ CRDB_QUERIES = (
 )
 # Pieces spliced into other queries: the backoff expression, the placement rule and its
 # row sources, and the coalescing insert.
-FRAGMENTS = ("backoff", "placement", "placement_params", "rows_unnest", "insert_rows", "locate",
-             "insert_one", "claim_where", "claim_set", "claim_returning", "rescue_where",
-             "rescue_set", "promote_where", "promote_set", "claim_columns", "suspect",
-             "rescue_dies", "rescue_error", "throughput_add", "task_columns",
+FRAGMENTS = ("backoff", "batch_notify", "placement", "placement_params", "rows_unnest",
+             "insert_rows", "locate", "insert_one", "claim_where", "claim_set", "claim_returning",
+             "rescue_where", "rescue_set", "promote_where", "promote_set", "claim_columns",
+             "suspect", "rescue_dies", "rescue_error", "throughput_add", "task_columns",
              "order_earliest", "order_latest", "sample_states")
 # Binary COPY (CockroachDB batches go through enqueue_many) and NOTIFY; keyed tasks'
 # requeue statements, which modify the table twice in one statement, live in
@@ -474,7 +474,7 @@ CLAUSES = {"claim_where": AS_CONDITION, "rescue_where": AS_CONDITION,
            "claim_columns": AS_EXPRESSION, "suspect": AS_CONDITION,
            "rescue_dies": AS_CONDITION, "rescue_error": AS_EXPRESSION,
            "task_columns": AS_EXPRESSION, "order_earliest": AS_ORDER, "order_latest": AS_ORDER,
-           "sample_states": AS_EXPRESSION}
+           "sample_states": AS_EXPRESSION, "batch_notify": AS_EXPRESSION}
 
 
 @pytest.mark.parametrize("name", COMPOSED)
