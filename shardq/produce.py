@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
+from itertools import pairwise
 from typing import Any
 
 from psycopg.errors import UniqueViolation
@@ -16,7 +17,16 @@ from shardq.db import Conn
 from shardq.statements import Statements
 from shardq.task import TaskId
 
-COPY_CHUNK_ROWS = 200
+COPY_ROWS = 500
+"""Rows per COPY statement.  A COPY gives every row it buffers (up to 1,000) a tuple
+slot that pins the table's row type in the statement's resource owner, and PostgreSQL
+keeps those identical entries in a hash table they all collide in: the bookkeeping grows
+with the square of the rows per statement, about 1 µs a row at 1,000 (PostgreSQL 15
+and 18 alike).  Statements of 500 rows halve it for one round trip more; side by side,
+batches of 1,000 were written 3-4% faster."""
+COPY_CHUNK_ROWS = 250
+"""Rows encoded and sent at a time within a COPY: the server parses one chunk while the
+client encodes the next."""
 # PostgreSQL's binary COPY format: a signature, flags and header extension, then per row
 # the number of fields and each field's length and bytes; -1 ends the data.
 BINARY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
@@ -144,8 +154,8 @@ def _placed(st: Statements, conn: Conn, params: dict[str, Any], count: int) -> d
 
 def _copy_tasks(st: Statements, conn: Conn, params: dict[str, Any],
                 ids: Sequence[TaskId], items: Payloads) -> None:
-    """Write a batch with one COPY in PostgreSQL's binary format; the placement is
-    computed once.
+    """Write a batch with COPY in PostgreSQL's binary format, in statements of at most
+    :data:`COPY_ROWS` rows; the placement is computed once.
 
     Binary, the server reads the id, the two timestamps and the integers as they are
     stored instead of parsing their text, and nothing needs escaping.  The fields
@@ -159,17 +169,21 @@ def _copy_tasks(st: Statements, conn: Conn, params: dict[str, Any],
             + _int4(p["pending_head_start_s"]) + _int4(p["max_attempts"])
             + _timestamp(p["now"]))
     queue_field = len(queue).to_bytes(4) + queue
-    with conn.cursor().copy(st.query("copy_tasks")) as copy:
-        copy.write(BINARY_SIGNATURE)
-        for start in range(0, len(ids), COPY_CHUNK_ROWS):
-            end = start + COPY_CHUNK_ROWS
-            copy.write(b"".join([
-                b"".join((head, task_id.int.to_bytes(16), queue_field,
-                          (len(data) + 1).to_bytes(4), JSONB_VERSION, data, tail))
-                for task_id, data in zip(ids[start:end],
-                                         [t.encode() for t in items.texts(start, end)],
-                                         strict=True)]))
-        copy.write(BINARY_TRAILER)
+    query, cursor, n = st.query("copy_tasks"), conn.cursor(), len(ids)
+    pieces = -(-n // COPY_ROWS)
+    bounds = [n * i // pieces for i in range(pieces + 1)]  # even pieces, none over COPY_ROWS
+    for first, last in pairwise(bounds):
+        with cursor.copy(query) as copy:
+            copy.write(BINARY_SIGNATURE)
+            for start in range(first, last, COPY_CHUNK_ROWS):
+                end = min(start + COPY_CHUNK_ROWS, last)
+                copy.write(b"".join([
+                    b"".join((head, task_id.int.to_bytes(16), queue_field,
+                              (len(data) + 1).to_bytes(4), JSONB_VERSION, data, tail))
+                    for task_id, data in zip(ids[start:end],
+                                             [t.encode() for t in items.texts(start, end)],
+                                             strict=True)]))
+            copy.write(BINARY_TRAILER)
 
 
 def _timestamp(value: datetime) -> bytes:

@@ -79,12 +79,16 @@ def test_bad_enqueue(client: Client, connect: psycopg.Connection[Any], case: str
 
 def test_a_bad_payload_late_in_a_batch_writes_none_of_it(
         client: Client, connect: psycopg.Connection[Any]) -> None:
-    """Payloads are encoded chunk by chunk while the COPY runs: one that fails after
-    earlier chunks were sent rolls the whole batch back, and the pool stays usable."""
-    with pytest.raises(InvalidTask, match="not JSON-serialisable"):
-        client.enqueue_many("q", [{"n": n} for n in range(650)] + [{"bad": object()}])
-    assert nothing_written(connect)
-    assert len(client.enqueue_many("q", [{"n": n} for n in range(650)])) == 650
+    """Payloads are encoded chunk by chunk while the COPY runs, and a batch over
+    COPY_ROWS takes several COPY statements: a payload that fails after earlier chunks
+    and statements were sent rolls the whole batch back, and the pool stays usable."""
+    for size in (650, 1_234):  # the bad one in the second / the third statement
+        with pytest.raises(InvalidTask, match="not JSON-serialisable"):
+            client.enqueue_many("q", [{"n": n} for n in range(size)] + [{"bad": object()}])
+        assert nothing_written(connect)
+    ids = client.enqueue_many("q", [{"n": n} for n in range(1_234)])
+    rows = connect.execute("SELECT id, payload FROM shardq.tasks").fetchall()
+    assert sorted(rows) == sorted(zip(ids, [{"n": n} for n in range(1_234)], strict=True))
 
 
 def test_oversize_limit_is_configurable(dsn: str, client: Client,
