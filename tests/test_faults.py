@@ -156,6 +156,7 @@ def test_ordered_ids_carry_the_time_and_spread_over_the_buckets() -> None:
     assert all(i.version == 7 and i.variant == uuid.RFC_4122 for i in ids)
     assert all(before <= i.int >> 80 <= after for i in ids)  # 48 bits of Unix milliseconds
     assert len(set(ids)) == len(ids)
+    assert ids == sorted(ids)  # a batch's ids ascend, in the order they are handed out
     # The bucket comes from the id's last bytes, which stay random.
     buckets = Counter(POSTGRESQL.bucket_of(i, 16) for i in ids)
     assert len(buckets) == 16
