@@ -34,7 +34,10 @@ from psycopg import sql
 from bench.common import RESULTS_DIR, machine_lines, with_dbname
 from bench.soak_arm import Arm
 from bench.soak_report import write_report
+from shardq.config import ClientConfig
 
+VACUUM_SETTINGS = ("vacuum_dead_rows", "vacuum_interval_s", "reindex_bloat_ratio",
+                   "reindex_min_bytes")  # the vacuum step's defaults the new arm runs with
 SETTINGS = ["shared_preload_libraries=pg_stat_statements", "log_autovacuum_min_duration=0",
             "max_connections=200", "pg_stat_statements.max=1000"]
 AUTOVACUUM = re.compile(r'automatic vacuum of table "(\w+)\.[^"]+":.*?WAL usage: \d+ records, '
@@ -98,7 +101,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         facts = {"machine": machine_lines(admin, "embedded PostgreSQL wheel, throwaway data "
                                                  "dir, pg_stat_statements preloaded"),
                  "minutes": args.minutes, "rate": args.rate, "delayed": args.delayed,
-                 "delay_s": args.delay_s, "started": time.time()}
+                 "delay_s": args.delay_s, "started": time.time(),
+                 "vacuum_settings": {name: getattr(ClientConfig(), name)
+                                     for name in VACUUM_SETTINGS}}
         records: dict[str, list[dict[str, Any]]] = {arm.name: [] for arm in arms}
         server: list[int] = []
         for arm in arms:
@@ -130,7 +135,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             for arm in arms:
                 arm.stop()
-        facts["after_vacuum_p99_ms"] = {arm.name: arm.after_vacuum_p99() for arm in arms}
+        after = {arm.name: arm.after_vacuum_p99() for arm in arms}
+        facts["after_vacuum_p99_ms"] = {name: ms for name, (ms, _) in after.items()}
+        facts["after_vacuum_p99_pages"] = {name: pages for name, (_, pages) in after.items()}
         facts["server_wal_bytes"] = server
         facts["autovacuum_wal_total"] = autovacuum_wal(logfile)
     return {"facts": facts, "records": records}

@@ -2,8 +2,10 @@
 
 The probe (a thread of the harness) runs the daemon's own claim statement (limit 10,
 a random bucket) every 100 ms under ``EXPLAIN (ANALYZE, TIMING OFF)`` in a transaction
-it rolls back: the server's execution time of a real claim, without the client's and
-the machine's scheduling noise, and nothing is taken from the daemon.  Every second
+it rolls back: the server's execution time of a real claim, without the client's
+scheduling noise, and nothing is taken from the daemon.  It also counts the buffer
+pages the claim touched, which no other load on the machine changes: what bloat and
+dead entries cost a claim shows there even when the times are noise-bound.  Every second
 it also reads the table's dead rows and vacuum counts, so the peak of each minute
 and the moments right after each vacuum (autovacuum or the janitor's) are known.
 """
@@ -38,6 +40,9 @@ FIGURES = """
 SELECT pg_relation_size('shardq.tasks'), pg_indexes_size('shardq.tasks'),
        n_live_tup, n_dead_tup, vacuum_count, autovacuum_count
 FROM pg_stat_user_tables WHERE relid = 'shardq.tasks'::regclass"""
+INDEXES = """
+SELECT indexrelid::regclass::text, pg_relation_size(indexrelid)
+FROM pg_index WHERE indrelid = 'shardq.tasks'::regclass"""
 PICKUPS = """
 SELECT count(m),
        percentile_cont(0.5) WITHIN GROUP (ORDER BY m),
@@ -63,7 +68,7 @@ def percentile(values: list[float], q: float) -> float | None:
 class Probe:
     """What the probe thread has seen since the last minute was taken."""
 
-    claims: list[tuple[float, float]] = field(default_factory=list)  # (epoch s, ms)
+    claims: list[tuple[float, float, int]] = field(default_factory=list)  # (epoch s, ms, pages)
     vacuum_ends: list[float] = field(default_factory=list)  # epoch s a vacuum was first seen
     peak_dead: int = 0
     acked: int = 0
@@ -147,27 +152,30 @@ class Arm:
                 psycopg.connect(self.url, autocommit=True) as conn, \
                 psycopg.connect(self.url) as tx:
             st, polled, vacuums = client.statements, 0.0, None
-            explain = sql.SQL("EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) ") + st.query(
+            explain = sql.SQL("EXPLAIN (ANALYZE, TIMING OFF, BUFFERS, FORMAT JSON) ") + st.query(
                 "claim", 10)
             while not self._stop.is_set():
-                ms = self._timed_claim(tx, explain, st.params(
+                ms, pages = self._timed_claim(tx, explain, st.params(
                     queue=QUEUE, bucket=random.randrange(st.bucket_count), lease_s=30,
                     token=uuid4()))
                 with self._lock:
-                    self.probe.claims.append((time.time(), ms))
+                    self.probe.claims.append((time.time(), ms, pages))
                 if time.monotonic() - polled >= POLL_EVERY_S:
                     polled = time.monotonic()
                     vacuums = self._poll(conn, vacuums)
                 self._stop.wait(PROBE_EVERY_S)
 
     def _timed_claim(self, tx: psycopg.Connection[Any], explain: sql.Composed,
-                     params: dict[str, Any]) -> float:
-        """The server's execution time (ms) of one claim, rolled back: a real claim of the
-        queue's range, with its dead entries and locks, that takes nothing."""
+                     params: dict[str, Any]) -> tuple[float, int]:
+        """The server's execution time (ms) of one claim, rolled back, and the buffer
+        pages it touched: a real claim of the queue's range, with its dead entries and
+        locks, that takes nothing."""
         plan = tx.execute(explain, params).fetchone()
         tx.rollback()
         assert plan is not None
-        return float(plan[0][0]["Execution Time"])
+        top = plan[0][0]["Plan"]
+        return (float(plan[0][0]["Execution Time"]),
+                int(top["Shared Hit Blocks"]) + int(top["Shared Read Blocks"]))
 
     def _poll(self, conn: psycopg.Connection[Any], before: int | None) -> int:
         conn.execute("SELECT pg_stat_clear_snapshot()")
@@ -186,11 +194,13 @@ class Arm:
             probe, self.probe = self.probe, Probe()
         self.all_claims += probe.claims
         self.all_vacuum_ends += probe.vacuum_ends
-        ms = [m for _, m in probe.claims]
+        ms = [m for _, m, _ in probe.claims]
+        pages = [float(n) for _, _, n in probe.claims]
         with psycopg.connect(self.url, autocommit=True) as conn:
             conn.execute("SELECT pg_stat_clear_snapshot()")
             figures = conn.execute(FIGURES).fetchone()
             picked = conn.execute(PICKUPS, (since, until)).fetchone()
+            indexes = {name: int(size) for name, size in conn.execute(INDEXES)}
         with psycopg.connect(self.admin, autocommit=True) as conn:
             wal, calls, total_ms, max_ms = conn.execute(
                 STATEMENTS, {"claim": CLAIM_LIKE, "dbid": self.dbid}).fetchone() or (0, 0, 0, 0)
@@ -204,18 +214,22 @@ class Arm:
             "vacuums": figures[4], "autovacuums": figures[5], "vacuum_ends": probe.vacuum_ends,
             "tasks": tasks, "pickup_p50_ms": picked[1], "pickup_p99_ms": picked[2],
             "probe_claims": len(ms), "claim_p50_ms": percentile(ms, 50),
-            "claim_p99_ms": percentile(ms, 99), "statement_wal_bytes": int(wal),
+            "claim_p99_ms": percentile(ms, 99), "claim_p99_pages": percentile(pages, 99),
+            "index_sizes": indexes, "statement_wal_bytes": int(wal),
             "claim_calls": int(calls), "claim_mean_ms": total_ms / calls if calls else None,
             "claim_max_ms": float(max_ms),
         }
 
-    def after_vacuum_p99(self) -> float | None:
-        """p99 of the probe's claims within AFTER_VACUUM_S of a vacuum being seen."""
+    def after_vacuum_p99(self) -> tuple[float | None, float | None]:
+        """p99 of the probe's claims within AFTER_VACUUM_S of a vacuum being seen: the
+        server time (ms) and the pages touched."""
         ends = sorted(self.all_vacuum_ends)
-        picked, i = [], 0
-        for at, ms in sorted(self.all_claims):
+        picked: list[tuple[float, float]] = []
+        i = 0
+        for at, ms, pages in sorted(self.all_claims):
             while i + 1 < len(ends) and ends[i + 1] <= at:
                 i += 1
             if ends and ends[i] <= at < ends[i] + AFTER_VACUUM_S:
-                picked.append(ms)
-        return percentile(picked, 99)
+                picked.append((ms, float(pages)))
+        return (percentile([m for m, _ in picked], 99),
+                percentile([n for _, n in picked], 99))
