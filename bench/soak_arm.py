@@ -24,7 +24,6 @@ from typing import Any
 from uuid import uuid4
 
 import psycopg
-from psycopg import sql
 
 import shardq
 from bench.soak_app import PICKUP_TABLE, QUEUE
@@ -83,7 +82,7 @@ class Arm:
         self.rate, self.delayed, self.delay_s = rate, delayed, delay_s
         self.procs: list[subprocess.Popen[bytes]] = []
         self.probe = Probe()
-        self.all_claims: list[tuple[float, float]] = []
+        self.all_claims: list[tuple[float, float, int]] = []
         self.all_vacuum_ends: list[float] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -152,7 +151,7 @@ class Arm:
                 psycopg.connect(self.url, autocommit=True) as conn, \
                 psycopg.connect(self.url) as tx:
             st, polled, vacuums = client.statements, 0.0, None
-            explain = sql.SQL("EXPLAIN (ANALYZE, TIMING OFF, BUFFERS, FORMAT JSON) ") + st.query(
+            explain = b"EXPLAIN (ANALYZE, TIMING OFF, BUFFERS, FORMAT JSON) " + st.query(
                 "claim", 10)
             while not self._stop.is_set():
                 ms, pages = self._timed_claim(tx, explain, st.params(
@@ -165,7 +164,7 @@ class Arm:
                     vacuums = self._poll(conn, vacuums)
                 self._stop.wait(PROBE_EVERY_S)
 
-    def _timed_claim(self, tx: psycopg.Connection[Any], explain: sql.Composed,
+    def _timed_claim(self, tx: psycopg.Connection[Any], explain: bytes,
                      params: dict[str, Any]) -> tuple[float, int]:
         """The server's execution time (ms) of one claim, rolled back, and the buffer
         pages it touched: a real claim of the queue's range, with its dead entries and
