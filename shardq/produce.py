@@ -20,10 +20,10 @@ from shardq.task import TaskId
 COPY_ROWS = 500
 """Rows per COPY statement.  A COPY gives every row it buffers (up to 1,000) a tuple
 slot that pins the table's row type in the statement's resource owner, and PostgreSQL
-keeps those identical entries in a hash table they all collide in: the bookkeeping grows
-with the square of the rows per statement, about 1 µs a row at 1,000 (PostgreSQL 15
-and 18 alike).  Statements of 500 rows halve it for one round trip more; side by side,
-batches of 1,000 were written 3-4% faster."""
+keeps those identical entries in a hash table where they all collide: the bookkeeping
+grows with the square of the rows per statement, about 1 µs a row at 1,000.  Statements
+of 500 rows halve it for one round trip more; side by side, batches of 1,000 were
+written 1.04x as fast on PostgreSQL 18 and 1.03x on 15."""
 COPY_CHUNK_ROWS = 250
 """Rows encoded and sent at a time within a COPY: the server parses one chunk while the
 client encodes the next."""
@@ -170,7 +170,7 @@ def _copy_tasks(st: Statements, conn: Conn, params: dict[str, Any],
             + _timestamp(p["now"]))
     queue_field = len(queue).to_bytes(4) + queue
     query, cursor, n = st.query("copy_tasks"), conn.cursor(), len(ids)
-    pieces = -(-n // COPY_ROWS)
+    pieces = max(1, -(-n // COPY_ROWS))
     bounds = [n * i // pieces for i in range(pieces + 1)]  # even pieces, none over COPY_ROWS
     for first, last in pairwise(bounds):
         with cursor.copy(query) as copy:

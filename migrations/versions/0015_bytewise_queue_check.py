@@ -17,7 +17,7 @@ As in 0009, one statement drops and adds the constraint, which checks the table'
 rows once under a brief exclusive lock.  CockroachDB keeps its regular expression.
 """
 
-from alembic import op
+from alembic import context, op
 
 revision = "0015"
 down_revision = "0014"
@@ -46,6 +46,13 @@ def _replace(check: str) -> None:
 
 
 def upgrade() -> None:
+    # A live server is asked first (``--sql`` renders the statement without a server).
+    if op.get_context().dialect.name != "cockroachdb" and not context.is_offline_mode():
+        version = op.get_bind().exec_driver_sql("SHOW server_version_num").scalar()
+        if int(version) < 140000:
+            raise RuntimeError(f"shardq needs PostgreSQL 14 or newer (this server is "
+                               f"{int(version) // 10000}): revision 0015's queue-name "
+                               "check uses ltrim(bytea, bytea)")
     _replace(BYTEWISE)
 
 
