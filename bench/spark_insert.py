@@ -27,6 +27,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -96,7 +97,7 @@ def run(args: argparse.Namespace, dbs: common.Databases, spark: Any) -> dict[str
     with shardq.Client(url) as client:
         seconds["copy"] = timed(url, lambda: client.enqueue_many(QUEUE, payloads))
     payloads.clear()
-    plain = {"queue": QUEUE, "payload": ["n", "text"]}
+    plain: dict[str, Any] = {"queue": QUEUE, "payload": ["n", "text"]}
     configs: list[tuple[str, dict[str, Any]]] = [
         ("spark append", plain),
         ("spark staged", {**plain, "priority": "priority"}),
@@ -104,18 +105,18 @@ def run(args: argparse.Namespace, dbs: common.Databases, spark: Any) -> dict[str
     ]
     for name, options in configs:
         url = dbs.migrated(16)
-        seconds[name] = timed(url, lambda o=options, u=url: write_tasks(df, dsn=u, **o))
+        seconds[name] = timed(url, partial(write_tasks, df, dsn=url, **options))
         assert count(url) == args.rows, name
         if name == "spark idempotent":
             seconds["spark idempotent re-run"] = timed(
-                url, lambda o=options, u=url: write_tasks(df, dsn=u, **o))
+                url, partial(write_tasks, df, dsn=url, **options))
             assert count(url) == args.rows
     sweep: dict[int, float] = {}
     sweep_df = frame(spark, args.sweep_rows)
     for size in args.batch_sizes:
         url = dbs.migrated(16)
-        sweep[size] = timed(url, lambda s=size, u=url: write_tasks(
-            sweep_df, dsn=u, batch_size=s, **plain))
+        sweep[size] = timed(url, partial(write_tasks, sweep_df, dsn=url, batch_size=size,
+                                         **plain))
         assert count(url) == args.sweep_rows
     return {"seconds": seconds, "sweep": sweep}
 

@@ -32,7 +32,7 @@ from shardq.task import TaskId, addresses
 QUEUE = "cost"
 
 
-def statements() -> dict[str, dict[str, sql.Composable]]:
+def statements() -> dict[str, dict[str, sql.Composed]]:
     """Each workload's statement, counted (as shipped) and plain (the count left out)."""
     insert_one = sqlfiles.query("insert_one", "postgresql", "bucket", fragment=True)
     locate = sqlfiles.query("locate", "postgresql", "bucket", fragment=True)
@@ -48,7 +48,7 @@ def statements() -> dict[str, dict[str, sql.Composable]]:
     }
 
 
-def enqueue_run(url: str, query: sql.Composable, threads: int, seconds: float) -> list[float]:
+def enqueue_run(url: str, query: sql.Composed, threads: int, seconds: float) -> list[float]:
     """Latencies (ms) of single enqueues from ``threads`` threads."""
     latencies: list[float] = []
     with shardq.Client(url, notify=False) as client:
@@ -70,7 +70,7 @@ def enqueue_run(url: str, query: sql.Composable, threads: int, seconds: float) -
     return latencies
 
 
-def ack_run(url: str, query: sql.Composable, threads: int, seconds: float,
+def ack_run(url: str, query: sql.Composed, threads: int, seconds: float,
             batch: int) -> list[float]:
     """Latencies (ms) of acks of ``batch`` claimed tasks from ``threads`` threads."""
     latencies: list[float] = []

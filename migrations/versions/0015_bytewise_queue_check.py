@@ -48,10 +48,10 @@ def _replace(check: str) -> None:
 def upgrade() -> None:
     # A live server is asked first (``--sql`` renders the statement without a server).
     if op.get_context().dialect.name != "cockroachdb" and not context.is_offline_mode():
-        version = op.get_bind().exec_driver_sql("SHOW server_version_num").scalar()
-        if int(version) < 140000:
+        version = int(str(op.get_bind().exec_driver_sql("SHOW server_version_num").scalar()))
+        if version < 140000:
             raise RuntimeError(f"shardq needs PostgreSQL 14 or newer (this server is "
-                               f"{int(version) // 10000}): revision 0015's queue-name "
+                               f"{version // 10000}): revision 0015's queue-name "
                                "check uses ltrim(bytea, bytea)")
     _replace(BYTEWISE)
 
