@@ -200,7 +200,11 @@ def _int4(value: int) -> bytes:
 
 def _insert_tasks(st: Statements, conn: Conn, params: dict[str, Any],
                   ids: Sequence[TaskId], items: Payloads) -> None:
-    """Write a batch with one multi-row INSERT (engines without COPY)."""
-    p = _placed(st, conn, params, len(ids))
+    """Write a batch with one multi-row INSERT (engines without COPY).
+
+    The INSERT counts the rows it wrote, not the placement: on CockroachDB a retry
+    after a lost reply (the batch committed) inserts nothing, and must count nothing.
+    """
+    p = _placed(st, conn, params, 0)
     conn.execute(st.query("enqueue_many"), {**p, "ids": list(ids),
                                             "payloads": items.texts(0, len(items))})

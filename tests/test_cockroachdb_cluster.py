@@ -226,6 +226,8 @@ def test_enqueue_many_and_stats(client: shardq.Client) -> None:
     counts = (stats["available"], stats["scheduled"], stats["locked"], stats["dead"])
     assert counts == (200, 1, 0, 0)
     assert stats["oldest_eligible_age_s"] >= 7
+    # The batch's INSERT counts what it wrote (sql/cockroachdb/enqueue_many.sql).
+    assert sum(m.enqueued for m in client.throughput("bulk")) == 201
     info = client.get(ids[0])
     assert info is not None
     assert info.payload == {"n": 0}

@@ -1,0 +1,41 @@
+"""A batch whose COMMIT reply is lost, on the write path of engines without COPY.
+
+CockroachDB writes a batch with one multi-row ``INSERT … ON CONFLICT (id) DO NOTHING``
+(``sql/cockroachdb/enqueue_many.sql``).  That statement is PostgreSQL too, so the path
+runs here, through the fault proxy, with the schema's layout set to CockroachDB's
+dialect: the COMMIT reaches the server and commits, its reply never reaches the
+client, and the client's retry of the whole transaction must neither write nor count
+the batch a second time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import psycopg
+import pytest
+
+import shardq
+from shardq.dialect import COCKROACHDB
+from tests.chaos.pg import ThrowawayPostgres
+from tests.chaos.proxy import Proxy
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_a_batch_retried_after_its_commit_reply_was_lost_is_written_and_counted_once(
+        chaos_pg: ThrowawayPostgres, proxy: Proxy) -> None:
+    name = chaos_pg.create_database()
+    with shardq.Client(proxy.url(name)) as client:
+        db = client.statements.db
+        db.layout = dataclasses.replace(db.layout, dialect=COCKROACHDB)
+        assert not client.statements.dialect.copy  # the multi-row INSERT, not COPY
+        proxy.withhold_reply(rb"^\s*COMMIT", times=1)
+        ids = client.enqueue_many("lost", [{"n": n} for n in range(50)])
+    assert len(proxy.withheld) == 1  # the fault happened: the first COMMIT's reply
+    with psycopg.connect(chaos_pg.url(name)) as conn:
+        rows = conn.execute("SELECT id FROM shardq.tasks WHERE queue = 'lost'").fetchall()
+        counted = conn.execute("SELECT sum(enqueued) FROM shardq.throughput "
+                               "WHERE queue = 'lost'").fetchone()
+    assert sorted(r[0] for r in rows) == sorted(ids)
+    assert counted == (50,)
