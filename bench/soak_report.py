@@ -47,10 +47,10 @@ def _within(records: list[Record], key: str, after_vacuum: float | None, unit: s
             digits: int) -> tuple[bool, str]:
     """Whether ``key`` stayed within CLAIM_FACTOR x its value right after a vacuum in
     every minute, and what was seen."""
-    values = [r[key] for r in records if r.get(key) is not None]
+    values = [r[key] for r in records if r[key] is not None]
     limit = CLAIM_FACTOR * after_vacuum if after_vacuum else None
     over = [r["minute"] for r in records
-            if limit is not None and r.get(key) is not None and r[key] > limit]
+            if limit is not None and r[key] is not None and r[key] > limit]
     nan = float("nan")
     return limit is not None and not over, (
         f"right after a vacuum: {after_vacuum or nan:.{digits}f} {unit} (limit "
@@ -155,8 +155,7 @@ def plot(result: dict[str, Any], path: Path) -> Path:
         ax.set_visible(False)
     for ax, (key, title, scale, unit) in zip(axes.flat, PANELS, strict=False):
         for name, records in result["records"].items():
-            values = [(_wal_per_task(r) if key == "wal_per_task" else r.get(key))
-                      for r in records]
+            values = [(_wal_per_task(r) if key == "wal_per_task" else r[key]) for r in records]
             xs = [r["minute"] for r, v in zip(records, values, strict=True) if v is not None]
             ys = [v / scale for v in values if v is not None]
             ax.plot(xs, ys, marker=".", label=name,

@@ -91,8 +91,9 @@ def enqueue_many(st: Statements, params: dict[str, Any], payloads: Iterable[Any]
         nonlocal tries
         tries += 1
         try:
-            # The batch is counted in its own transaction (by the placement's
-            # statement): a retry that finds the batch committed rolls its count back.
+            # The batch is counted inside its own transaction (by the placement with
+            # COPY, by the INSERT without): a retry that finds the batch committed
+            # rolls its count back, or counts none.
             with _atomic(c, own=conn is None):
                 writer(st, c, params, ids, items)
         except UniqueViolation:

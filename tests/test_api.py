@@ -107,7 +107,6 @@ def test_enqueue_in_callers_transaction_rolls_back(client: Client, dsn: str,
     assert count(connect, "queue = 'tx'") == 2
 
 
-
 def test_a_batch_wakes_listeners_once_and_only_when_it_commits(
         client: Client, dsn: str, connect: psycopg.Connection[Any]) -> None:
     connect.execute("LISTEN shardq")
@@ -129,6 +128,7 @@ def test_a_batch_wakes_listeners_once_and_only_when_it_commits(
     with shardq.Client(dsn, notify=False) as quiet:
         quiet.enqueue_many("woken", [{"n": 1}])
     assert heard() == []
+
 
 def test_claim_locks_and_moves_the_row(client: Client, connect: psycopg.Connection[Any]) -> None:
     task_id = client.enqueue("q", {"x": 1})
