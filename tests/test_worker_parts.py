@@ -11,12 +11,14 @@ from typing import Any
 
 import psycopg
 import pytest
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
 import shardq
 from shardq.config import ClientConfig
 from shardq.worker.claimer import FIRST_COOLDOWN_S, Schedule, claim_size
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
+from shardq.worker.metrics import Metrics
 from tests.conftest import Databases
 from tests.helpers import query, wait_for
 
@@ -350,3 +352,38 @@ def test_each_worker_process_gets_its_own_settings() -> None:
     assert [c.metrics_port for c in children] == [9100, 9101, 9102]
     assert {c.claimers for c in children} == {4}
     assert child_config(WorkerConfig(processes=2), 1).metrics_port == 0  # off stays off
+
+
+def test_handler_durations_scrape_as_prometheus_histogram_does() -> None:
+    # Each handler thread records into its own recorder; a scrape adds them up.  The
+    # text must be what prometheus_client's own Histogram gives for the same runs,
+    # boundary values (which count in their own bucket) included.
+    runs = {"a": [0.0001, 0.005, 0.0051, 0.3, 1.0, 20.0], "b": [0.01, 7.5]}
+    ours = Metrics()
+    reference_registry = CollectorRegistry()
+    reference = Histogram("shardq_handler_seconds", "Handler run time", ["queue"],
+                          registry=reference_registry)
+
+    def handler_thread() -> None:
+        recorder = ours.durations.recorder()
+        for queue, seconds in runs.items():
+            for s in seconds:
+                recorder.observe(queue, s)
+
+    threads = [threading.Thread(target=handler_thread) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for queue, seconds in runs.items():
+        for s in seconds * 3:
+            reference.labels(queue).observe(s)
+
+    def histogram_lines(registry: CollectorRegistry) -> list[str]:
+        return sorted(line for line in generate_latest(registry).decode().splitlines()
+                      if line.startswith("shardq_handler_seconds_")
+                      and not line.startswith("shardq_handler_seconds_created"))
+
+    lines = histogram_lines(ours.registry)
+    assert lines == histogram_lines(reference_registry)
+    assert 'shardq_handler_seconds_count{queue="a"} 18.0' in lines

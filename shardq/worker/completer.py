@@ -48,10 +48,13 @@ class Completer(Loop[int]):
         self._lock = threading.Lock()
 
     def add(self, outcome: Outcome) -> None:
-        """Queue an outcome; a full batch wakes the flusher."""
+        """Queue an outcome; the one that fills a batch wakes the flusher."""
         with self._lock:
             self._pending.append(outcome)
-            full = len(self._pending) >= self.batch
+            # Once: while a write takes long, outcomes pile up past a batch, and waking the
+            # flusher for each (a Condition's notify_all) would cost more than the add.  It
+            # goes on at once after that write while a batch waits (delay_after).
+            full = len(self._pending) == self.batch
         if full:
             self.wake()
 

@@ -23,7 +23,10 @@ class Gate:
     """
 
     def __init__(self, on_clear: Callable[[], None] = lambda: None) -> None:
-        self._cond = threading.Condition()
+        # The Condition's own context manager is a Python call around the lock's: every
+        # handler passes the gate twice, so the lock is taken directly.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._shared = 0
         self._expected = 0
         self._waiting = 0  # suspects at the gate
@@ -33,18 +36,18 @@ class Gate:
     @property
     def isolating(self) -> bool:
         """Whether suspects are announced or running: claim nothing meanwhile."""
-        with self._cond:
+        with self._lock:
             return self._expected > 0
 
     def expect(self, n: int) -> None:
         """Announce ``n`` suspect tasks on their way to the slots."""
-        with self._cond:
+        with self._lock:
             self._expected += n
 
     def enter(self, exclusive: bool) -> None:
         """Pass the gate before a handler runs: alone when ``exclusive``.  Every entry
         is followed by one :meth:`leave` with the same ``exclusive``."""
-        with self._cond:
+        with self._lock:
             if exclusive:
                 self._waiting += 1
                 self._cond.wait_for(lambda: self._shared == 0 and not self._exclusive)
@@ -58,7 +61,7 @@ class Gate:
 
     def leave(self, exclusive: bool) -> None:
         """Pass back out after the handler ran."""
-        with self._cond:
+        with self._lock:
             if exclusive:
                 self._exclusive = False
                 self._expected -= 1
@@ -73,6 +76,6 @@ class Gate:
 
     def forget(self, n: int) -> None:
         """``n`` announced suspects will not run (given back at shutdown)."""
-        with self._cond:
+        with self._lock:
             self._expected = max(0, self._expected - n)
             self._cond.notify_all()

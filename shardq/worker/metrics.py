@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from bisect import bisect_left
+from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import HistogramMetricFamily
+from prometheus_client.registry import Collector
 
 from shardq.queuestats import QueueStats
 
@@ -47,8 +52,7 @@ class Metrics:
                             registry=r)
         self.lease_lost = Counter("shardq_lease_lost", "Tasks whose lease was lost while held",
                                   ["queue"], registry=r)
-        self.duration = Histogram("shardq_handler_seconds", "Handler run time", ["queue"],
-                                  registry=r)
+        self.durations = Durations("shardq_handler_seconds", "Handler run time", registry=r)
         self.batch_fill = Histogram(
             "shardq_claim_batch_fill", "Claimed tasks / claim limit, for non-empty claims",
             buckets=(0.1, 0.25, 0.5, 0.75, 0.9, 1.0), registry=r)
@@ -90,6 +94,69 @@ class Metrics:
     def serve(self, port: int, host: str) -> None:
         """Serve ``/metrics`` over HTTP in a daemon thread."""
         start_http_server(port, addr=host, registry=self.registry)
+
+
+class Durations(Collector):
+    """A histogram of handler run times per queue, recorded without a lock.
+
+    Every task's run is timed, and prometheus_client's Histogram takes two locks and
+    walks its buckets in Python for each observation: about a fifth of the hand-off of
+    a no-op task.  Here each handler thread records into a :class:`DurationRecorder` of
+    its own (one writer per recorder, so no increment is lost), and a scrape adds the
+    recorders up.  A scrape taken while a thread records may show that run in its
+    bucket and count but not yet in the sum.
+    """
+
+    BOUNDS = Histogram.DEFAULT_BUCKETS  # ends with +Inf: every duration has a bucket
+    LE = tuple("+Inf" if b == float("inf") else repr(float(b)) for b in BOUNDS)  # as Histogram's
+
+    def __init__(self, name: str, documentation: str, registry: CollectorRegistry) -> None:
+        self.name, self.documentation = name, documentation
+        self._recorders: list[DurationRecorder] = []
+        self._lock = threading.Lock()
+        registry.register(self)
+
+    def recorder(self) -> DurationRecorder:
+        """A new recorder, for one thread to write to."""
+        made = DurationRecorder(self.BOUNDS)
+        with self._lock:
+            self._recorders.append(made)
+        return made
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        """The histogram, summed over the recorders (called by a scrape)."""
+        with self._lock:
+            recorders = list(self._recorders)
+        totals: dict[str, list[float]] = {}
+        for recorder in recorders:
+            for queue, counts in list(recorder.queues.items()):
+                total = totals.setdefault(queue, [0.0] * len(counts))
+                for i, value in enumerate(list(counts)):  # a copy: the writer goes on
+                    total[i] += value
+        family = HistogramMetricFamily(self.name, self.documentation, labels=["queue"])
+        for queue, total in sorted(totals.items()):
+            cumulative, buckets = 0.0, []
+            for le, count in zip(self.LE, total[1:], strict=True):
+                cumulative += count
+                buckets.append((le, cumulative))
+            family.add_metric([queue], buckets, sum_value=total[0])
+        yield family
+
+
+class DurationRecorder:
+    """One thread's handler run times: per queue, the sum then a count per bucket."""
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.queues: dict[str, list[float]] = {}
+
+    def observe(self, queue: str, seconds: float) -> None:
+        """Record one run of ``seconds`` on ``queue`` (from the owning thread only)."""
+        counts = self.queues.get(queue)
+        if counts is None:
+            counts = self.queues[queue] = [0.0] * (len(self.bounds) + 1)
+        counts[0] += seconds
+        counts[1 + bisect_left(self.bounds, seconds)] += 1  # buckets count values <= bound
 
 
 def _series(gauge: Gauge) -> set[tuple[str, ...]]:

@@ -70,7 +70,7 @@ class Slots:
         # its own entry, with one assignment, and readers copy the list: no lock on
         # the path every task takes.
         self._now: list[tuple[Context, float] | None] = [None] * concurrency
-        self._durations: dict[str, Any] = {}
+        self._recorders = [metrics.durations.recorder() for _ in range(concurrency)]
         self._warnings = RateLimit()
         self._events = EventLoopThread()
         self._threads = [threading.Thread(target=self._serve, args=(i,), name=f"shardq-slot-{i}",
@@ -135,12 +135,12 @@ class Slots:
         self.gate.enter(exclusive)
         try:
             # None if given back while it waited at the gate.
-            return None if context.cancelled else self._run(context)
+            return None if context.cancelled else self._run(me, context)
         finally:
             self.gate.leave(exclusive)
             self._now[me] = None
 
-    def _run(self, context: Context) -> Outcome:
+    def _run(self, me: int, context: Context) -> Outcome:
         task = context.task
         start = time.perf_counter()
         try:
@@ -170,11 +170,8 @@ class Slots:
             return self._failed(task, exc, dead=False)
         finally:
             unbind(token)
-            duration = self._durations.get(task.queue)
-            if duration is None:  # labels() looks the child up under a lock every time
-                duration = self._durations[task.queue] = self.metrics.duration.labels(task.queue)
             took = time.perf_counter() - start
-            duration.observe(took)
+            self._recorders[me].observe(task.queue, took)
             # A race between slots loses one sample at worst: no lock on the hot path.
             mean = self._mean_s
             self._mean_s = took if mean is None else mean + DURATION_WEIGHT * (took - mean)
