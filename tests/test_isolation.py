@@ -13,6 +13,7 @@ import shardq
 from shardq.config import ClientConfig
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
+from shardq.worker.isolation import Gate
 
 
 @pytest.fixture
@@ -111,3 +112,51 @@ def test_a_suspect_on_its_last_attempt_dies_with_its_history(
     assert info.state == "dead"
     assert info.last_error is not None
     assert "died" in info.last_error
+
+
+def test_the_gate_never_lets_a_suspect_in_beside_another_handler() -> None:
+    # Shared passes take no lock; suspects close the gate under it.  Eight threads
+    # pass shared as fast as they can while suspects pass one after another: whenever
+    # a suspect is inside, no one else may be, and every pass must get through.
+    gate = Gate()
+    stop = threading.Event()
+    inside_lock = threading.Lock()
+    inside = {"shared": 0, "exclusive": 0}
+    seen_together: list[dict[str, int]] = []
+    passes = {"shared": 0, "exclusive": 0}
+
+    def step(kind: str) -> None:
+        gate.enter(kind == "exclusive")
+        with inside_lock:
+            inside[kind] += 1
+            passes[kind] += 1
+            if inside["exclusive"] and (inside["shared"] or inside["exclusive"] > 1):
+                seen_together.append(dict(inside))
+        time.sleep(0)  # let the others run while this one is inside
+        with inside_lock:
+            inside[kind] -= 1
+        gate.leave(kind == "exclusive")
+
+    def shared() -> None:
+        while not stop.is_set():
+            step("shared")
+
+    def suspects() -> None:
+        for _ in range(200):
+            gate.expect(1)
+            step("exclusive")
+
+    handlers = [threading.Thread(target=shared) for _ in range(8)]
+    suspect_threads = [threading.Thread(target=suspects) for _ in range(2)]
+    for thread in handlers + suspect_threads:
+        thread.start()
+    for thread in suspect_threads:
+        thread.join(60)
+    stop.set()
+    for thread in handlers:
+        thread.join(60)
+    assert not any(t.is_alive() for t in handlers + suspect_threads)
+    assert seen_together == []
+    assert passes["exclusive"] == 400
+    assert passes["shared"] > 0
+    assert not gate.isolating

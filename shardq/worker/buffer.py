@@ -17,52 +17,76 @@ from shardq.handler import Context
 
 
 class Buffer:
-    """A FIFO of handler contexts with the time each arrived; safe across threads."""
+    """A FIFO of handler contexts with the time each arrived; safe across threads.
+
+    Taking and counting need no lock: a deque's append, popleft and len are each
+    atomic.  On two cores, four handler threads and the claimers taking one lock for
+    every task made it contended, and every contended acquire is a sleep and a wake-up
+    in the kernel.  The lock is there for waiting while the buffer is empty: a getter
+    looks again under it before it waits, and a put notifies under it after adding,
+    so no put is missed.
+    """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self._items: deque[tuple[float, Context]] = deque()
-        # Taken directly where nothing waits: the Condition's context manager is a Python
-        # call around the lock's, on the path of every task.
         self._lock = threading.Lock()
         self._ready = threading.Condition(self._lock)
 
     def put_many(self, contexts: list[Context]) -> None:
-        """Add contexts at the end, in order (never blocks): one lock and one wake-up
-        call for a claimed batch, not one per task."""
+        """Add contexts at the end, in order (never blocks): one wake-up call for a
+        claimed batch, not one per task."""
         now = self.clock()
+        self._items.extend([(now, context) for context in contexts])
         with self._lock:
-            self._items.extend([(now, context) for context in contexts])
             self._ready.notify(len(contexts))
 
     def get(self, timeout: float) -> Context:
         """The oldest context, waiting up to ``timeout`` s for one; ``queue.Empty`` if none came."""
-        with self._lock:
-            if not self._items and not self._ready.wait_for(lambda: bool(self._items), timeout):
+        deadline = None
+        while True:
+            try:
+                return self._items.popleft()[1]
+            except IndexError:
+                pass
+            if deadline is None:
+                deadline = time.monotonic() + timeout
+            left = deadline - time.monotonic()
+            if left <= 0:
                 raise queue_module.Empty
-            return self._items.popleft()[1]
+            with self._lock:
+                if not self._items:  # else another getter may take it first: look again
+                    self._ready.wait(left)
 
     def take_all(self) -> list[Context]:
         """Remove and return every waiting context."""
-        with self._lock:
-            taken = [context for _, context in self._items]
-            self._items.clear()
-        return taken
+        taken = []
+        while True:
+            try:
+                taken.append(self._items.popleft()[1])
+            except IndexError:
+                return taken
 
     def take_older_than(self, age_s: float) -> list[Context]:
         """Remove and return the contexts that arrived more than ``age_s`` s ago."""
         cutoff = self.clock() - age_s
-        taken = []
-        with self._lock:
-            while self._items and self._items[0][0] < cutoff:  # oldest first: stop at a young one
-                taken.append(self._items.popleft()[1])
-        return taken
+        taken: list[Context] = []
+        while True:  # oldest first: stop at a young one
+            try:
+                entry = self._items.popleft()
+            except IndexError:
+                return taken
+            if entry[0] >= cutoff:
+                self._items.appendleft(entry)  # back at the front, where it was
+                with self._lock:  # a getter may have found it gone meanwhile and waits
+                    self._ready.notify()
+                return taken
+            taken.append(entry[1])
 
     def qsize(self) -> int:
         """How many contexts wait."""
-        with self._lock:
-            return len(self._items)
+        return len(self._items)
 
     def empty(self) -> bool:
         """Whether none waits."""
-        return self.qsize() == 0
+        return not self._items

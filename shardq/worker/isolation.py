@@ -20,14 +20,19 @@ class Gate:
     ``expect()`` announces suspects before they reach a slot, so that claimers pause
     (see :attr:`isolating`).  Tasks queued ahead of a suspect still run; once the
     suspect is at the gate, new shared entries wait until it has passed.
+
+    Every handler passes the gate twice, so a shared pass takes no lock while the gate
+    is open: it adds itself to ``_inside`` (a list's append and pop are atomic), then
+    looks whether the gate closed meanwhile, and if so steps back out and waits.  A
+    suspect closes the gate under the lock and then waits for ``_inside`` to empty:
+    whichever of the two looked first, the other sees it.
     """
 
     def __init__(self, on_clear: Callable[[], None] = lambda: None) -> None:
-        # The Condition's own context manager is a Python call around the lock's: every
-        # handler passes the gate twice, so the lock is taken directly.
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
-        self._shared = 0
+        self._inside: list[None] = []  # one entry per shared handler inside
+        self._closed = False  # a suspect waits at the gate or runs: shared entries wait
         self._expected = 0
         self._waiting = 0  # suspects at the gate
         self._exclusive = False
@@ -36,8 +41,7 @@ class Gate:
     @property
     def isolating(self) -> bool:
         """Whether suspects are announced or running: claim nothing meanwhile."""
-        with self._lock:
-            return self._expected > 0
+        return self._expected > 0
 
     def expect(self, n: int) -> None:
         """Announce ``n`` suspect tasks on their way to the slots."""
@@ -47,30 +51,37 @@ class Gate:
     def enter(self, exclusive: bool) -> None:
         """Pass the gate before a handler runs: alone when ``exclusive``.  Every entry
         is followed by one :meth:`leave` with the same ``exclusive``."""
-        with self._lock:
-            if exclusive:
+        if exclusive:
+            with self._lock:
                 self._waiting += 1
-                self._cond.wait_for(lambda: self._shared == 0 and not self._exclusive)
+                self._closed = True
+                self._cond.wait_for(lambda: not self._inside and not self._exclusive)
                 self._waiting -= 1
                 self._exclusive = True
-            elif self._exclusive or self._waiting:
-                self._cond.wait_for(lambda: not self._exclusive and self._waiting == 0)
-                self._shared += 1
-            else:  # the usual case, without building a predicate for every task
-                self._shared += 1
+            return
+        self._inside.append(None)
+        if not self._closed:  # the usual case: no lock
+            return
+        self._inside.pop()  # a suspect is at the gate: let it pass first
+        with self._lock:
+            self._cond.notify_all()  # it may be waiting for this handler to step out
+            self._cond.wait_for(lambda: not self._closed)
+            self._inside.append(None)  # under the lock: no suspect can close the gate now
 
     def leave(self, exclusive: bool) -> None:
         """Pass back out after the handler ran."""
+        if not exclusive:
+            self._inside.pop()
+            if self._closed:  # a suspect may be waiting for the last one out
+                with self._lock:
+                    self._cond.notify_all()
+            return
         with self._lock:
-            if exclusive:
-                self._exclusive = False
-                self._expected -= 1
-                cleared = self._expected == 0
-            else:
-                self._shared -= 1
-                cleared = False
-            if cleared or exclusive or self._waiting:
-                self._cond.notify_all()
+            self._exclusive = False
+            self._closed = self._waiting > 0
+            self._expected -= 1
+            cleared = self._expected == 0
+            self._cond.notify_all()
         if cleared:
             self.on_clear()
 
