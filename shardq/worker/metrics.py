@@ -103,8 +103,8 @@ class Durations(Collector):
     walks its buckets in Python for each observation: about a fifth of the hand-off of
     a no-op task.  Here each handler thread records into a :class:`DurationRecorder` of
     its own (one writer per recorder, so no increment is lost), and a scrape adds the
-    recorders up.  A scrape taken while a thread records may show that run in its
-    bucket and count but not yet in the sum.
+    recorders up.  A scrape taken while a thread records may show that run in the sum
+    but not yet in its bucket and count.
     """
 
     BOUNDS = Histogram.DEFAULT_BUCKETS  # ends with +Inf: every duration has a bucket
