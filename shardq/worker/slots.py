@@ -64,7 +64,6 @@ class Slots:
         self.concurrency = concurrency
         self._mean_s: float | None = None  # handler durations, a moving average
         self.gate = gate
-        self.metrics = metrics
         self._stop = threading.Event()
         # What each slot runs now, and since when (None: idle).  Each slot writes only
         # its own entry, with one assignment, and readers copy the list: no lock on
