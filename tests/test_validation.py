@@ -79,13 +79,17 @@ def test_bad_enqueue(client: Client, connect: psycopg.Connection[Any], case: str
 
 def test_a_bad_payload_late_in_a_batch_writes_none_of_it(
         client: Client, connect: psycopg.Connection[Any]) -> None:
-    """Payloads are encoded chunk by chunk while the COPY runs, and a batch over
-    COPY_ROWS takes several COPY statements: a payload that fails after earlier chunks
-    and statements were sent rolls the whole batch back, and the pool stays usable."""
+    """A batch over COPY_ROWS takes several COPY statements, and each statement's
+    payloads are encoded while the server writes the previous one's rows: a payload
+    that fails after earlier statements were sent rolls the whole batch back, and the
+    pool stays usable."""
     for size in (650, 1_234):  # the bad one in the second / the third statement
         with pytest.raises(InvalidTask, match="not JSON-serialisable"):
             client.enqueue_many("q", [{"n": n} for n in range(size)] + [{"bad": object()}])
         assert nothing_written(connect)
+    # The failing encoding ran while a COPY's reply was due: the reply was still read,
+    # so no connection went back to the pool in the middle of a statement.
+    assert client.statements.db.pool.get_stats().get("returns_bad", 0) == 0
     ids = client.enqueue_many("q", [{"n": n} for n in range(1_234)])
     rows = connect.execute("SELECT id, payload FROM shardq.tasks").fetchall()
     assert sorted(rows) == sorted(zip(ids, [{"n": n} for n in range(1_234)], strict=True))

@@ -1,4 +1,5 @@
-"""A batch whose COMMIT reply is lost, on the write path of engines without COPY.
+"""Batches whose replies are lost: a COMMIT's on the write path of engines without COPY,
+and a COPY's on PostgreSQL's.
 
 CockroachDB writes a batch with one multi-row ``INSERT … ON CONFLICT (id) DO NOTHING``
 (``sql/cockroachdb/enqueue_many.sql``).  That statement is PostgreSQL too, so the path
@@ -39,3 +40,23 @@ def test_a_batch_retried_after_its_commit_reply_was_lost_is_written_and_counted_
                                "WHERE queue = 'lost'").fetchone()
     assert sorted(r[0] for r in rows) == sorted(ids)
     assert counted == (50,)
+
+
+def test_a_batch_whose_copy_reply_was_lost_is_written_and_counted_once(
+        chaos_pg: ThrowawayPostgres, proxy: Proxy) -> None:
+    """On PostgreSQL a batch of 1,000 is two COPY statements, and the client encodes
+    the second one's rows after sending the end of the first one's, while the server
+    writes them.  The first COPY's reply never arrives and its connection is cut: the
+    transaction never committed, and the retry writes and counts the batch once."""
+    name = chaos_pg.create_database()
+    with shardq.Client(proxy.url(name)) as client:
+        assert client.statements.dialect.copy
+        proxy.withhold_reply(rb"COPY shardq\.tasks", times=1)
+        ids = client.enqueue_many("lost", [{"n": n} for n in range(1_000)])
+    assert len(proxy.withheld) == 1  # the fault happened: the first COPY's reply
+    with psycopg.connect(chaos_pg.url(name)) as conn:
+        rows = conn.execute("SELECT id, payload FROM shardq.tasks WHERE queue = 'lost'").fetchall()
+        counted = conn.execute("SELECT sum(enqueued) FROM shardq.throughput "
+                               "WHERE queue = 'lost'").fetchone()
+    assert sorted(rows) == sorted(zip(ids, [{"n": n} for n in range(1_000)], strict=True))
+    assert counted == (1_000,)
