@@ -58,7 +58,7 @@ def enqueue_run(url: str, query: sql.Composed, threads: int, seconds: float) -> 
             conn = psycopg.connect(url, autocommit=True)
 
             def step() -> bool:
-                (task_id,) = TaskId.random_batch(1)
+                (task_id,) = TaskId.made_from(TaskId.random_values(1))
                 began = time.perf_counter()
                 conn.execute(query, {**params, "id": task_id, "payload": produce.jsonb("{}")})
                 latencies.append((time.perf_counter() - began) * 1000)

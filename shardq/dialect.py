@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -64,7 +64,11 @@ class Dialect(ABC):
 
     def new_ids(self, n: int) -> list[TaskId]:
         """``n`` new task ids of the kind this engine wants (see :attr:`ordered_ids`)."""
-        return TaskId.ordered_batch(n) if self.ordered_ids else TaskId.random_batch(n)
+        return TaskId.made_from(self.new_id_values(n))
+
+    def new_id_values(self, n: int) -> Sequence[int]:
+        """The 128-bit values of ``n`` new task ids (:meth:`new_ids` without the objects)."""
+        return TaskId.ordered_values(n) if self.ordered_ids else TaskId.random_values(n)
 
     def require_keyed_tasks(self) -> None:
         """Raise ConfigError where keyed tasks cannot work."""

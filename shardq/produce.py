@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from itertools import pairwise
 from typing import Any
 
-import psycopg
-from psycopg.abc import PQGen
-from psycopg.copy import LibpqWriter
-from psycopg.errors import UniqueViolation, error_from_result
-from psycopg.pq import ExecStatus, TransactionStatus
-from psycopg.pq.abc import PGconn, PGresult
+from psycopg.errors import UniqueViolation
+from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
-from psycopg.waiting import Wait
 
 from shardq import keys, validate
+from shardq.copyio import EndThenWork
 from shardq.db import Conn
 from shardq.statements import Statements
 from shardq.task import TaskId
@@ -81,9 +77,9 @@ def enqueue_many(st: Statements, params: dict[str, Any], payloads: Iterable[Any]
     if task_keys is not None and any(k is not None for k in
                                      validate.parallel("keys", task_keys, n)):
         return keys.enqueue_rows(st, conn, params, list(task_keys), items.texts(0, n))
-    ids = st.dialect.new_ids(n)
     if not n:
-        return ids
+        return []
+    ids = NewIds(st.dialect.new_id_values(n))
     if not st.dialect.copy:
         items.texts(0, n)  # a bad payload fails the call before a transaction starts
     writer = _copy_tasks if st.dialect.copy else _insert_tasks
@@ -103,7 +99,7 @@ def enqueue_many(st: Statements, params: dict[str, Any], payloads: Iterable[Any]
             # them taken, the attempt whose reply was lost committed them all.
             if tries == 1 or conn is not None:
                 raise
-        return ids
+        return ids.objects()
 
     return st.run(work, conn)
 
@@ -122,14 +118,30 @@ def _atomic(conn: Conn, *, own: bool) -> AbstractContextManager[Any]:
     return nullcontext()
 
 
+class NewIds:
+    """A batch's new ids: their values, fixed before the first attempt so that a retry
+    names the same tasks, and their :class:`TaskId` objects, made once when first asked
+    for (a COPY makes them while the server writes the batch's last rows)."""
+
+    def __init__(self, values: Sequence[int]) -> None:
+        self.values = values
+        self._objects: list[TaskId] = []
+
+    def objects(self) -> list[TaskId]:
+        """The ids as :class:`TaskId` objects, in order."""
+        if not self._objects:
+            self._objects = TaskId.made_from(self.values)
+        return self._objects
+
+
 class Payloads:
     """A batch's payloads, each encoded to JSON text (and validated) on first use, in order.
 
     A COPY asks for each statement's texts while the server writes the previous
-    statement's rows (:class:`EndThenWork`): encoding the whole batch first would leave
-    the server idle meanwhile.  A bad payload then fails the batch after some of it was
-    sent, which rolls all of it back.  Texts are kept, so a retried write sends the
-    same ones.
+    statement's rows (:class:`shardq.copyio.EndThenWork`): encoding the whole batch
+    first would leave the server idle meanwhile.  A bad payload then fails the batch
+    after some of it was sent, which rolls all of it back.  Texts are kept, so a retried
+    write sends the same ones.
     """
 
     def __init__(self, items: list[Any], max_bytes: int) -> None:
@@ -157,16 +169,19 @@ def _placed(st: Statements, conn: Conn, params: dict[str, Any], count: int) -> d
 
 
 def _copy_tasks(st: Statements, conn: Conn, params: dict[str, Any],
-                ids: Sequence[TaskId], items: Payloads) -> None:
+                ids: NewIds, items: Payloads) -> None:
     """Write a batch with COPY in PostgreSQL's binary format, in statements of at most
     :data:`COPY_ROWS` rows; the placement is computed once.
 
     Binary, the server reads the id, the two timestamps and the integers as they are
     stored instead of parsing their text, and nothing needs escaping.  The fields
     after the payload are the same on every row, so they are encoded once per batch;
-    a row is its id, the payload's length and text, and that tail.
+    a row is its id, the payload's length and text, and that tail.  Each statement's
+    rows are encoded while the server writes the previous statement's, and the id
+    objects while it writes the last one's.
     """
-    p = _placed(st, conn, params, len(ids))
+    n = len(items)
+    p = _placed(st, conn, params, n)
     queue = p["queue"].encode()
     head = FIELDS + UUID_LENGTH
     tail = (_timestamp(p["exec_time"]) + _int4(p["priority"])
@@ -177,80 +192,30 @@ def _copy_tasks(st: Statements, conn: Conn, params: dict[str, Any],
     def rows(first: int, last: int) -> bytes:
         """Rows ``first`` to ``last`` (exclusive) as one COPY statement's data."""
         return b"".join([BINARY_SIGNATURE, *[
-            b"".join((head, task_id.int.to_bytes(16), queue_field,
+            b"".join((head, value.to_bytes(16), queue_field,
                       (len(data) + 1).to_bytes(4), JSONB_VERSION, data, tail))
-            for task_id, data in zip(ids[first:last],
-                                     [t.encode() for t in items.texts(first, last)],
-                                     strict=True)], BINARY_TRAILER])
+            for value, data in zip(ids.values[first:last],
+                                   [t.encode() for t in items.texts(first, last)],
+                                   strict=True)], BINARY_TRAILER])
 
-    query, cursor, n = st.query("copy_tasks"), conn.cursor(), len(ids)
+    query, cursor = st.query("copy_tasks"), conn.cursor()
     pieces = max(1, -(-n // COPY_ROWS))
     bounds = [n * i // pieces for i in range(pieces + 1)]  # even pieces, none over COPY_ROWS
     spans = list(pairwise(bounds))
     encoded = [rows(*spans[0])]
 
     def encode_next() -> None:
-        """The next statement's rows, encoded while the server writes the current one's."""
+        """The next statement's rows, encoded while the server writes the current one's;
+        after the last one's, the id objects the call returns."""
         if len(encoded) < len(spans):
             encoded.append(rows(*spans[len(encoded)]))
+        else:
+            ids.objects()
 
     for i in range(len(spans)):
         with cursor.copy(query, writer=EndThenWork(cursor, encode_next)) as copy:
             copy.write(encoded[i])
         encoded[i] = b""  # sent and written: hold at most two statements' data
-
-
-class EndThenWork(LibpqWriter):
-    """A COPY writer that sends the end of the data, runs ``meanwhile`` while the server
-    writes the rows, and only then waits for the server's reply.
-
-    A binary COPY buffers its rows and writes them to the heap and the indexes when the
-    data ends, so the client would otherwise idle through the costliest part of the
-    statement.  The reply is read whatever ``meanwhile`` does: the connection is never
-    left inside a statement.
-    """
-
-    def __init__(self, cursor: psycopg.Cursor[Any], meanwhile: Callable[[], object]) -> None:
-        super().__init__(cursor)
-        self.meanwhile = meanwhile
-
-    def finish(self, exc: BaseException | None = None) -> None:
-        """End the data (or abort it with ``exc``), work meanwhile, read the reply."""
-        if exc is not None:
-            super().finish(exc)
-            return
-        pgconn = self.connection.pgconn
-        self.connection.wait(_send_copy_end(pgconn))
-        try:
-            self.meanwhile()
-        finally:
-            results = self.connection.wait(_results(pgconn))
-        if not results or results[0].status != ExecStatus.COMMAND_OK:
-            raise (error_from_result(results[0], encoding=self.connection.info.encoding)
-                   if results else psycopg.OperationalError("no reply to the end of a COPY"))
-
-
-def _send_copy_end(pgconn: PGconn) -> PQGen[None]:
-    """Queue the end of the COPY data and flush it (libpq is in non-blocking mode)."""
-    while not pgconn.put_copy_end(None):  # libpq's buffer is full: wait for the socket
-        yield Wait.W
-    while pgconn.flush():
-        yield Wait.W
-
-
-def _results(pgconn: PGconn) -> PQGen[list[PGresult]]:
-    """Every result of the statement under way, reading only when the socket is ready
-    (``get_result`` blocks while libpq is busy)."""
-    results: list[PGresult] = []
-    while True:
-        pgconn.consume_input()
-        while pgconn.is_busy():
-            yield Wait.R
-            pgconn.consume_input()
-        result = pgconn.get_result()
-        if result is None:
-            return results
-        results.append(result)
 
 
 def _timestamp(value: datetime) -> bytes:
@@ -266,12 +231,12 @@ def _int4(value: int) -> bytes:
 
 
 def _insert_tasks(st: Statements, conn: Conn, params: dict[str, Any],
-                  ids: Sequence[TaskId], items: Payloads) -> None:
+                  ids: NewIds, items: Payloads) -> None:
     """Write a batch with one multi-row INSERT (engines without COPY).
 
     The INSERT counts the rows it wrote, not the placement: on CockroachDB a retry
     after a lost reply (the batch committed) inserts nothing, and must count nothing.
     """
     p = _placed(st, conn, params, 0)
-    conn.execute(st.query("enqueue_many"), {**p, "ids": list(ids),
+    conn.execute(st.query("enqueue_many"), {**p, "ids": ids.objects(),
                                             "payloads": items.texts(0, len(items))})

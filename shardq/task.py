@@ -88,31 +88,36 @@ class TaskId(UUID):
             super().__init__(value)
         object.__setattr__(self, "coalesced", coalesced)
 
-    @classmethod
-    def random_batch(cls, n: int) -> list[TaskId]:
-        """``n`` new random (version 4) ids, made an order of magnitude faster than
-        ``uuid4()`` one by one: one read of the system's random source, and no parsing."""
+    @staticmethod
+    def random_values(n: int) -> list[int]:
+        """The values of ``n`` new random (version 4) ids, made an order of magnitude
+        faster than ``uuid4()`` one by one: one read of the system's random source, and
+        no parsing."""
         raw = os.urandom(16 * n)
-        return cls._made([int.from_bytes(raw[s:s + 16]) & _V4_CLEAR | _V4_SET
-                          for s in range(0, 16 * n, 16)])
+        return [int.from_bytes(raw[s:s + 16]) & _V4_CLEAR | _V4_SET for s in range(0, 16 * n, 16)]
+
+    @staticmethod
+    def ordered_values(n: int) -> range:
+        """The values of ``n`` new time-ordered (version 7, RFC 9562) ids: the Unix time
+        in milliseconds, then 74 bits that are random (73 of them) for a batch's first id
+        and count up by one from there, the RFC's monotonic random method: one random
+        draw per batch.
+        New ids sort after older ones, so an index on ids takes each batch in at its
+        right edge, a few pages, instead of on as many random pages as it has rows; and
+        a batch's ids ascend, so PostgreSQL adds each to the index's rightmost page
+        without searching the tree for it.  Two batches of one millisecond overlap only
+        if their random starts fall within a batch's length of each other: about 2^-62
+        for two batches of a thousand.  The last bytes, which pick the bucket, count up
+        too, so a batch spreads evenly over the buckets."""
+        first = ((time.time_ns() // 1_000_000) << 80 | _V7_SET
+                 | int.from_bytes(os.urandom(10)) & _V7_FIRST)
+        return range(first, first + n)
 
     @classmethod
-    def ordered_batch(cls, n: int) -> list[TaskId]:
-        """``n`` new time-ordered (version 7, RFC 9562) ids: the Unix time in milliseconds,
-        then 74 random bits.  New ids sort after older ones, so an index on ids takes
-        each batch in at its right edge, a few pages, instead of on as many random
-        pages as it has rows.  A batch's ids ascend too (its random parts are sorted):
-        PostgreSQL then adds each to the index's rightmost page without searching the
-        tree for it.  The last bytes stay random (they pick the bucket)."""
-        raw = os.urandom(10 * n)
-        stamp = (time.time_ns() // 1_000_000) << 80 | _V7_SET
-        return cls._made(sorted([stamp | int.from_bytes(raw[s:s + 10]) & _V7_RANDOM
-                                 for s in range(0, 10 * n, 10)]))
-
-    @classmethod
-    def _made(cls, values: list[int]) -> list[TaskId]:
-        """Ids of these 128-bit values, which are valid: UUID's checks are skipped, and
-        the slots are set through their descriptors (UUID forbids plain assignment)."""
+    def made_from(cls, values: Sequence[int]) -> list[TaskId]:
+        """Ids of these 128-bit values, which are valid (made by :meth:`random_values` or
+        :meth:`ordered_values`): UUID's checks are skipped, and the slots are set through
+        their descriptors (UUID forbids plain assignment)."""
         ids = [object.__new__(cls) for _ in values]
         unknown = SafeUUID.unknown
         for task_id, value in zip(ids, values, strict=True):
@@ -130,7 +135,9 @@ _V4_CLEAR = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)
 _V4_SET = (0x4000 << 64) | (0x8000 << 48)
 # Version 7: 48 bits of time, the version (7), 12 random bits, the variant, 62 random bits.
 _V7_SET = (0x7 << 76) | (0b10 << 62)
-_V7_RANDOM = (0xFFF << 64) | ((1 << 62) - 1)
+# A batch's first id leaves the top bit of the last 62 clear, so counting up from it
+# never carries into the variant bits.
+_V7_FIRST = (0xFFF << 64) | ((1 << 61) - 1)
 
 
 def addresses(tasks: Sequence[Task]) -> dict[str, str]:
