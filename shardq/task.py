@@ -101,14 +101,13 @@ class TaskId(UUID):
         """The values of ``n`` new time-ordered (version 7, RFC 9562) ids: the Unix time
         in milliseconds, then 74 bits that are random (73 of them) for a batch's first id
         and count up by one from there, the RFC's monotonic random method: one random
-        draw per batch.
-        New ids sort after older ones, so an index on ids takes each batch in at its
-        right edge, a few pages, instead of on as many random pages as it has rows; and
-        a batch's ids ascend, so PostgreSQL adds each to the index's rightmost page
-        without searching the tree for it.  Two batches of one millisecond overlap only
-        if their random starts fall within a batch's length of each other: about 2^-62
-        for two batches of a thousand.  The last bytes, which pick the bucket, count up
-        too, so a batch spreads evenly over the buckets."""
+        draw per batch.  New ids sort after older ones, so an index on ids takes each
+        batch in at its right edge, a few pages, instead of on as many random pages as
+        it has rows; and a batch's ids ascend, so PostgreSQL adds each to the index's
+        rightmost page without searching the tree for it.  Two batches of one
+        millisecond overlap only if their random starts fall within a batch's length of
+        each other: about 2^-62 for two batches of a thousand.  The last bytes, which
+        pick the bucket, count up too, so a batch spreads evenly over the buckets."""
         first = ((time.time_ns() // 1_000_000) << 80 | _V7_SET
                  | int.from_bytes(os.urandom(10)) & _V7_FIRST)
         return range(first, first + n)
