@@ -95,7 +95,8 @@ def test_stats_on_two_million_waiting_tasks(small: str, large: str) -> None:
     with shardq.Client(small) as client:
         assert client.stats("bulk")["error"] == {}  # 10k tasks: every count exact
     with shardq.Client(large) as client:
-        stats = client.stats("bulk")
+        # Two figures, each from a sample of its own (its pages start at random): see below.
+        stats, second = client.stats("bulk"), client.stats("bulk")
     real = truth(large)
     assert real["available"] + real["scheduled"] >= WAITING
     # The cost is bounded by the caps, not by the queue: four capped counts and the
@@ -106,7 +107,10 @@ def test_stats_on_two_million_waiting_tasks(small: str, large: str) -> None:
     assert sample_pages_read(large) <= queuestats.SAMPLE_PAGES
     for state in ("available", "scheduled", "locked", "dead"):
         error = stats["error"].get(state, 0)
-        assert abs(stats[state] - real[state]) <= error, (state, stats[state], real[state])
+        # The stated error is three standard errors, so by design about one estimate in
+        # 300 falls outside it: of two independent samples, one must be within it.
+        assert any(abs(s[state] - real[state]) <= s["error"].get(state, 0)
+                   for s in (stats, second)), (state, stats[state], second[state], real[state])
         assert (state in stats["exact"]) == (error == 0)
     assert stats["error"]["available"] <= 0.06 * real["available"]
     assert stats["lag_s"] == pytest.approx(stats["oldest_eligible_age_s"])
