@@ -1,5 +1,5 @@
 """What many tests need: claiming everything, waiting for a condition, reading rows, the
-bucket formula, a free TCP port.  Only shardq's public API is used here."""
+bucket formula, a free TCP port, checking sampled counts.  Only shardq's public API is used here."""
 
 from __future__ import annotations
 
@@ -104,3 +104,11 @@ class TickingClock(shardq.ManualClock):
     def now(self) -> datetime:
         """The manual time, one microsecond later than the last reading."""
         return self.advance(1e-6)
+
+
+def within_stated_error(real: int, state: str, *figures: Any) -> bool:
+    """Whether one of these queue figures (each from a page sample of its own, which
+    starts at random) counts ``real`` tasks in ``state`` within its stated error.  That
+    error is three standard errors, so by design about one estimate in 300 falls outside
+    it; two independent ones both doing so would be a wrong estimate or a wrong error."""
+    return any(abs(f[state] - real) <= f["error"].get(state, 0) for f in figures)

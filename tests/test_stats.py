@@ -15,7 +15,7 @@ from shardq import forecast, queuestats
 from shardq.worker.metrics import Metrics
 from shardq.worker.observe import StatsSampler
 from tests.conftest import Databases
-from tests.helpers import claim_all, query
+from tests.helpers import claim_all, query, within_stated_error
 from tests.test_cli import shardq_cli
 
 
@@ -147,14 +147,6 @@ def test_queues_lists_every_queue(client: shardq.Client) -> None:
     client.resume(paused)
 
 
-def within_stated_error(real: int, *figures: Any) -> bool:
-    """Whether one of these figures (each from a page sample of its own, which starts at
-    random) counts ``real`` available tasks within its stated error.  That error is three
-    standard errors, so by design about one estimate in 300 falls outside it; two
-    independent ones both doing so would be a wrong estimate or a wrong error."""
-    return any(abs(f["available"] - real) <= f["error"]["available"] for f in figures)
-
-
 def test_large_counts_are_estimated_within_the_stated_error(databases: Databases) -> None:
     # One bucket: a count's cap is then 4,096 tasks, passed here by the due ones only.
     url = databases.create(bucket_count=1)
@@ -168,7 +160,7 @@ def test_large_counts_are_estimated_within_the_stated_error(databases: Databases
     with shardq.Client(url) as client:
         stats, second = client.stats("big"), client.stats("big")
     assert "available" not in stats["exact"]
-    assert within_stated_error(30000, stats, second)
+    assert within_stated_error(30000, "available", stats, second)
     assert stats["error"]["available"] < 0.1 * 30000
     assert stats["available"] >= 4096  # never below what was counted
     assert stats["scheduled"] == 700
@@ -208,7 +200,8 @@ def test_estimates_hold_for_time_ordered_ids(databases: Databases) -> None:
     for queue, real in (("old", 25_000), ("big", 30_000)):
         stats = figures[queue]
         assert "available" not in stats["exact"]
-        assert within_stated_error(real, stats, again[queue]), (queue, stats, again[queue])
+        assert within_stated_error(real, "available", stats, again[queue]), \
+            (queue, stats, again[queue])
         assert stats["error"]["available"] < 0.25 * real
 
 

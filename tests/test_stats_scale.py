@@ -16,7 +16,7 @@ import shardq
 from bench.stats_cost import insert_range, truth
 from shardq import queuestats, sqlfiles
 from tests.conftest import Databases
-from tests.helpers import in_threads, scalar, wait_for
+from tests.helpers import in_threads, scalar, wait_for, within_stated_error
 
 WAITING = 2_000_000
 
@@ -107,10 +107,8 @@ def test_stats_on_two_million_waiting_tasks(small: str, large: str) -> None:
     assert sample_pages_read(large) <= queuestats.SAMPLE_PAGES
     for state in ("available", "scheduled", "locked", "dead"):
         error = stats["error"].get(state, 0)
-        # The stated error is three standard errors, so by design about one estimate in
-        # 300 falls outside it: of two independent samples, one must be within it.
-        assert any(abs(s[state] - real[state]) <= s["error"].get(state, 0)
-                   for s in (stats, second)), (state, stats[state], second[state], real[state])
+        assert within_stated_error(real[state], state, stats, second), \
+            (state, stats[state], second[state], real[state])
         assert (state in stats["exact"]) == (error == 0)
     assert stats["error"]["available"] <= 0.06 * real["available"]
     assert stats["lag_s"] == pytest.approx(stats["oldest_eligible_age_s"])
