@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 
 from alembic import context
-from sqlalchemy import create_engine, pool, text
+from sqlalchemy import Connection, create_engine, pool, text
 
 from shardq.config import DEFAULT_BUCKET_COUNT, MAX_BUCKET_COUNT
 
@@ -127,9 +127,23 @@ def run_migrations_online() -> None:
             version_table=VERSION_TABLE,
             transaction_per_migration=True,
         )
+        _forget_a_dropped_schema(connection)
         with context.begin_transaction():
             context.run_migrations()
     engine.dispose()
+
+
+def _forget_a_dropped_schema(connection: Connection) -> None:
+    """A schema dropped by hand (``DROP SCHEMA shardq CASCADE``) leaves the version table
+    behind, which lives outside it: the schema would then count as up to date and never
+    come back.  Without the tasks table, the migrations start again from the beginning."""
+    migration = context.get_context()
+    if not migration.get_current_heads():
+        return
+    found = connection.execute(text("SELECT to_regclass('shardq.tasks') IS NOT NULL")).scalar()
+    if not found:
+        migration.stamp(context.script, "base")
+        connection.commit()
 
 
 if context.is_offline_mode():

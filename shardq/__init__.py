@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         SchemaNotReady,
         ShardqError,
         Unavailable,
+        UnknownQueue,
     )
     from shardq.handler import Context, Fail, Retry, current
     from shardq.janitor import Janitor, JanitorReport
@@ -47,6 +48,7 @@ _SOURCES = {
     "SchemaNotReady": "shardq.errors",
     "ShardqError": "shardq.errors",
     "Unavailable": "shardq.errors",
+    "UnknownQueue": "shardq.errors",
     "Context": "shardq.handler",
     "Fail": "shardq.handler",
     "Retry": "shardq.handler",
@@ -80,6 +82,7 @@ __all__ = [
     "TaskFunction",
     "TaskInfo",
     "Unavailable",
+    "UnknownQueue",
     "current",
 ]
 __version__ = "0.1.0"

@@ -17,7 +17,7 @@ from shardq.db import Conn
 from shardq.errors import ConfigError, InvalidTask
 from shardq.periodic import Schedule
 from shardq.task import Task, TaskId
-from shardq.validate import queue_name
+from shardq.validate import Arguments, queue_name
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -61,6 +61,9 @@ class TaskFunction(Generic[P, R]):
         functools.update_wrapper(self, fn)
         self.app, self.fn, self.name, self.queue = app, fn, name, queue
         self.max_attempts, self.priority = max_attempts, priority
+        self.arguments = Arguments(name, fn)
+        """What the function accepts: each enqueue is checked against it (:class:`InvalidTask`,
+        nothing written) instead of failing in the worker attempt after attempt."""
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
@@ -68,11 +71,27 @@ class TaskFunction(Generic[P, R]):
     def _payload(self, args: Iterable[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         return {"task": self.name, "args": list(args), "kwargs": dict(kwargs)}
 
+    def _checked(self, n: int, call: tuple[Any, ...] | Mapping[str, Any]) -> dict[str, Any]:
+        """The payload of call ``n`` of a batch, once its arguments are checked."""
+        if isinstance(call, Mapping):
+            args, kwargs = (), call
+        elif isinstance(call, tuple):
+            args, kwargs = call, {}
+        else:
+            raise InvalidTask(f"each call must be a tuple or a dict, got {call!r}")
+        try:
+            self.arguments.check(args, kwargs)
+        except InvalidTask as exc:
+            raise InvalidTask(f"call {n} of the batch: {exc}") from None
+        return self._payload(args, kwargs)
+
     def enqueue(self, *args: Any, delay_s: float | None = None, run_at: datetime | None = None,
                 priority: int | None = None, key: str | None = None, conn: Conn | None = None,
                 **kwargs: Any) -> TaskId:
         """Enqueue one call; ``delay_s``, ``run_at``, ``priority``, ``key`` and ``conn`` are
-        options (see :meth:`Client.enqueue`), every other argument goes to the function."""
+        options (see :meth:`Client.enqueue`), every other argument goes to the function.
+        Arguments the function cannot take are refused (:class:`InvalidTask`)."""
+        self.arguments.check(args, kwargs)
         return self.app.client.enqueue(
             self.queue, self._payload(args, kwargs), delay_s=delay_s, run_at=run_at,
             priority=self.priority if priority is None else priority,
@@ -83,15 +102,9 @@ class TaskFunction(Generic[P, R]):
                      priority: int | None = None, keys: Sequence[str | None] | None = None,
                      conn: Conn | None = None) -> list[TaskId]:
         """Enqueue many calls at once: each a tuple of positional or a dict of keyword args
-        (``keys``: one per call, as in :meth:`Client.enqueue_many`)."""
-        payloads = []
-        for call in calls:
-            if isinstance(call, Mapping):
-                payloads.append(self._payload((), call))
-            elif isinstance(call, tuple):
-                payloads.append(self._payload(call, {}))
-            else:
-                raise InvalidTask(f"each call must be a tuple or a dict, got {call!r}")
+        (``keys``: one per call, as in :meth:`Client.enqueue_many`).  If any call's
+        arguments do not fit the function, none is enqueued (:class:`InvalidTask`)."""
+        payloads = [self._checked(n, call) for n, call in enumerate(calls)]
         return self.app.client.enqueue_many(
             self.queue, payloads, delay_s=delay_s, run_at=run_at,
             priority=self.priority if priority is None else priority,

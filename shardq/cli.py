@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -29,6 +30,13 @@ if TYPE_CHECKING:
 Handler = Callable[[argparse.Namespace], int]
 MAX_DEMO_TASKS = 10_000_000
 MAX_DEMO_THREADS = 64
+SIGPIPE_STATUS = 141  # what a shell reports for a tool that a closed pipe ended (128 + 13)
+INTERRUPTED_STATUS = 130  # and for one that Ctrl-C ended (128 + SIGINT)
+DESCRIPTION = """\
+shardq: a task queue that lives in PostgreSQL (or CockroachDB). With no --dsn and no
+SHARDQ_DSN, commands use an embedded PostgreSQL that keeps running between them
+(`shardq db stop` stops it). Try `shardq demo`; `shardq COMMAND --help` shows a
+command's options, and `--help-all` its tuning settings too."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -65,13 +73,23 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
     config = from_arguments(ClientConfig, args)
     dsn = config.dsn
-    if args.sql and dsn is None and args.dialect is None:
-        raise ConfigError("--sql needs --dialect postgresql or --dialect cockroachdb (no "
-                          "database is needed), or --dsn to render for that database")
-    if dsn is None and not args.sql:
+    if args.sql:
+        if dsn is None and args.dialect is None:
+            raise ConfigError("--sql needs --dialect postgresql or --dialect cockroachdb (no "
+                              "database is needed), or --dsn to render for that database")
+        migrate.upgrade(dsn, bucket_count=config.bucket_count, sql=True, dialect=args.dialect,
+                        revision=args.revision)
+        return 0
+    if dsn is None:
         dsn = embedded.ensure_started()
-    migrate.upgrade(dsn, bucket_count=config.bucket_count, sql=args.sql,
-                    dialect=args.dialect, revision=args.revision)
+    was = migrate.current(dsn)
+    migrate.upgrade(dsn, bucket_count=config.bucket_count, dialect=args.dialect,
+                    revision=args.revision)
+    now = migrate.current(dsn)
+    at = f"{now} (head)" if now == migrate.head() else str(now)
+    print(f"schema already at revision {at}" if now == was else
+          f"schema upgraded from revision {was} to {at}" if was else
+          f"schema created at revision {at}")
     return 0
 
 
@@ -120,6 +138,8 @@ def cmd_task(args: argparse.Namespace) -> int:
         print(f"no task {args.id} (finished, purged or never enqueued)", file=sys.stderr)
         return 1
     for key, value in vars(info).items():
+        if key == "status":  # `state` says the same and tells scheduled from available
+            continue
         shown = json.dumps(value, ensure_ascii=False) if key == "payload" else value
         shown = redact(shown) if key == "last_error" and shown else shown
         print(f"{key:>22}: {shown}")
@@ -142,6 +162,10 @@ def cmd_dead(args: argparse.Namespace) -> int:
                 return 2
             retried = client.retry_dead(args.ids or None, queue=args.queue)
             print(f"retried {len(retried)} task(s)")
+        elif not args.yes:
+            print(f"shardq: purge deletes dead tasks of {args.queue} for good: add --yes",
+                  file=sys.stderr)
+            return 2
         else:
             print(f"purged {client.purge_dead(args.queue, older_than_s=args.older_than_s)} "
                   "task(s)")
@@ -165,12 +189,32 @@ def cmd_periodic(args: argparse.Namespace) -> int:
                     "last_slot": _iso(info.last_slot), "next_slot": _iso(info.next_slot),
                     "removed_at": _iso(info.removed_at)}))
             return 0
-        task_id = periodic.run_now(client.statements, args.name)
-    if task_id is None:
-        print(f"shardq: no periodic schedule named {args.name!r}", file=sys.stderr)
+        name = _schedule_named(args.name, [i.name for i in periodic.listing(client.statements)])
+        if name is None:
+            return 1
+        task_id = periodic.run_now(client.statements, name)
+    if task_id is None:  # deleted since it was listed
+        print(f"shardq: no periodic schedule named {name!r}", file=sys.stderr)
         return 1
     print(task_id)
     return 0
+
+
+def _schedule_named(name: str, names: list[str]) -> str | None:
+    """The schedule ``name`` means: its full name, or the one name that ends in
+    ``.name`` (schedules are named module.function); None, said on stderr, otherwise."""
+    if name in names:
+        return name
+    matches = [n for n in names if n.endswith("." + name)]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        print(f"shardq: {len(matches)} periodic schedules end in {name!r}: give the full "
+              f"name, one of {', '.join(matches)}", file=sys.stderr)
+    else:
+        print(f"shardq: no periodic schedule named {name!r} (`shardq periodic list` shows "
+              "them)", file=sys.stderr)
+    return None
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -188,10 +232,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Enqueue and consume a batch of no-op tasks and print the rates."""
-    from shardq import demo
+    from shardq import demo, embedded
 
     with _client(args) as client:
         demo.run(client, tasks=args.tasks, threads=args.threads, limit=args.limit, out=sys.stdout)
+        if client.config.dsn is None:
+            print(f"the embedded PostgreSQL keeps running, its data in {embedded.data_dir()}; "
+                  "`shardq db stop` stops it")
     return 0
 
 
@@ -199,12 +246,14 @@ def cmd_consume(args: argparse.Namespace) -> int:
     """Run a worker for an app or a handler function."""
     from shardq.worker.run import run  # the whole daemon: for this command only
 
-    return run(args.target, from_arguments(ClientConfig, args), from_arguments(WorkerConfig, args))
+    return run(args.target, from_arguments(ClientConfig, args), from_arguments(WorkerConfig, args),
+               verbose=args.verbose)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = Parser(prog="shardq", description=__doc__)
+    parser = Parser(prog="shardq", description=DESCRIPTION,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -248,10 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
     retry = dead.add_parser("retry", help="make dead tasks eligible again, with fresh attempts")
     retry.add_argument("ids", nargs="*", help="task ids (or --queue for all of a queue)")
     retry.add_argument("--queue", dest="queue", default=None)
-    purge = dead.add_parser("purge", help="delete a queue's dead tasks")
+    purge = dead.add_parser("purge", help="delete a queue's dead tasks (needs --yes)")
     purge.add_argument("queue")
     purge.add_argument("--older-than-s", type=float, default=0.0,
                        help="only those dead for longer than this")
+    purge.add_argument("--yes", action="store_true", help="really delete them")
     for action in (listing, retry, purge):
         add_arguments(action, ClientConfig)
 
@@ -261,7 +311,8 @@ def build_parser() -> argparse.ArgumentParser:
     listing = schedules.add_parser(
         "list", help="every schedule as JSON lines: expression, queue, last and next slot")
     fire = schedules.add_parser("run", help="enqueue a schedule's task now, once")
-    fire.add_argument("name")
+    fire.add_argument("name", help="the schedule's name (module.function), or its function's "
+                                   "name when no other schedule's name ends in it")
     for action in (listing, fire):
         add_arguments(action, ClientConfig)
 
@@ -286,7 +337,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     handler: Handler = args.handler
     try:
-        return handler(args)
+        status = handler(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit after main returned
     except ShardqError as exc:
         print(f"shardq: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `shardq ... | head`: the reader had enough; stop quietly
+        # Python would flush stdout again at exit and complain: point it at /dev/null.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return SIGPIPE_STATUS
+    except KeyboardInterrupt:
+        return INTERRUPTED_STATUS
+    return status

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from shardq.config import ClientConfig, add_arguments, from_arguments
-from shardq.errors import ConfigError
+from shardq.errors import ConfigError, UnknownQueue
 from shardq.web.config import DashboardConfig, read_token
 
 if TYPE_CHECKING:
@@ -86,7 +86,12 @@ def cmd_queue(args: argparse.Namespace) -> int:
     """Pause, resume or purge one queue."""
     with _client(args) as client:
         if args.action == "pause":
-            print(f"queue {args.queue} paused since {client.pause(args.queue).isoformat()}")
+            try:
+                since = client.pause(args.queue, create=args.create)
+            except UnknownQueue as exc:  # the API's hint names create=True: give the flag
+                raise UnknownQueue(exc.queue, exc.known, "to pause it before its first "
+                                   "task, add --create") from None
+            print(f"queue {args.queue} paused since {since.isoformat()}")
         elif args.action == "resume":
             print(f"queue {args.queue} " + ("resumed" if client.resume(args.queue)
                                             else "was not paused"))
@@ -102,21 +107,22 @@ def cmd_queue(args: argparse.Namespace) -> int:
 def cmd_dashboard(args: argparse.Namespace) -> int:
     """Serve the web dashboard until interrupted."""
     try:
-        import uvicorn
-
         from shardq.web.app import create_app
+        from shardq.web.serve import listen, serve, stopped_by_signals
     except ImportError as exc:
         raise ConfigError(f"shardq dashboard needs the web extra ({exc.name} is missing): "
                           "pip install 'shardq[web]'") from exc
     config = from_arguments(DashboardConfig, args)
     token = read_token(config.token_file) if config.token_file else None
-    with _client(args) as client:
+    # Bound first, so that a port in use is one line and nothing is announced.
+    with listen(config.host, config.port) as sock, stopped_by_signals() as stop, \
+            _client(args) as client:
         app = create_app(client, config, token=token)
         mode = ("actions need the token" if token else
                 "read-only" if config.read_only else "read-only: no --token-file given")
         print(f"shardq dashboard on http://{config.host}:{config.port}/ ({mode})",
               file=sys.stderr, flush=True)
-        uvicorn.run(app, host=config.host, port=config.port, log_level="warning")
+        serve(app, sock, stop)
     return 0
 
 
@@ -149,6 +155,8 @@ def add_commands(sub: Any,
                control.add_parser("resume", help="hand out the queue's tasks again"),
                control.add_parser("purge", help="delete every waiting task of the queue "
                                                 "(running and dead ones stay)")]
+    actions[0].add_argument("--create", action="store_true",
+                            help="pause a queue shardq does not know yet (no tasks so far)")
     actions[2].add_argument("--yes", action="store_true", help="really delete them")
     for action in actions:
         action.add_argument("queue")

@@ -184,8 +184,9 @@ class Client:
         """Make the lease end ``by_s`` seconds from now (never sooner than it did)."""
         self.extend_many([task], by_s)
 
-    def extend_many(self, tasks: Sequence[Task], by_s: float) -> None:
-        """Extend many leases in one statement; the tasks' exec_time is updated in place."""
+    def extend_many(self, tasks: Sequence[Task], by_s: float | Sequence[float]) -> None:
+        """Extend many leases in one statement, by one length or by one per task; the
+        tasks' exec_time is updated in place."""
         settle.extend(self.statements, tasks, by_s)
 
     def defer(self, task: Task, *, delay_s: float | None = None,
@@ -251,14 +252,17 @@ class Client:
 
     # -- controlling queues ----------------------------------------------------
 
-    def pause(self, queue: str) -> datetime:
+    def pause(self, queue: str, *, create: bool = False) -> datetime:
         """Pause ``queue``: it keeps accepting tasks and hands out none until resumed.
         Returns when it was paused.  Running workers stop taking its tasks at their next
-        claim."""
-        return control.pause(self.statements, queue)
+        claim.  A queue with no tasks, not paused and not active in the last hour is
+        refused with :class:`shardq.UnknownQueue` (which lists the known ones): pass
+        ``create=True`` to pause a queue before its first task arrives."""
+        return control.pause(self.statements, queue, create=create)
 
     def resume(self, queue: str) -> bool:
-        """Resume a paused ``queue``; returns whether it was paused."""
+        """Resume a paused ``queue``; returns whether it was paused.  A queue shardq does
+        not know is refused with :class:`shardq.UnknownQueue`, as by :meth:`pause`."""
         return control.resume(self.statements, queue)
 
     def paused(self) -> dict[str, datetime]:

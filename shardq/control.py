@@ -1,7 +1,10 @@
 """Queue control: pause and resume a queue, cancel a task, purge a queue's waiting tasks.
 
 The paused state lives in ``shardq.queues`` and every claim checks it, so it holds
-for every worker at once and survives restarts.  A cancelled task's row is deleted:
+for every worker at once and survives restarts; resuming deletes the queue's row.
+Pause and resume refuse a queue with no tasks, no pause and no recent activity (a
+typo would otherwise be listed as a queue from then on); ``pause(create=True)``
+pauses a queue before its first task.  A cancelled task's row is deleted:
 a waiting task is simply gone, and a running task's worker learns it at its next
 heartbeat (the lease extension finds no row), tells the handler through
 ``shardq.current().cancelled`` and drops its result.
@@ -14,6 +17,7 @@ from datetime import datetime
 from uuid import UUID
 
 from shardq import validate
+from shardq.errors import UnknownQueue
 from shardq.statements import Statements
 
 PURGE_BATCH = 1000  # tasks one purge statement deletes at most: short locks, short WAL bursts
@@ -34,17 +38,41 @@ class Cancelled:
         return self.status == "locked"
 
 
-def pause(st: Statements, queue: str) -> datetime:
+def pause(st: Statements, queue: str, *, create: bool = False) -> datetime:
     """Pause ``queue``: it keeps accepting tasks and hands out none.  Returns when it
-    was paused (the first pause's time when it already was)."""
-    row = st.one("queue_pause", {"queue": validate.queue_name(queue)})
+    was paused (the first pause's time when it already was).  A queue shardq does not
+    know (see :func:`known`) is refused with :class:`UnknownQueue` unless ``create``."""
+    name = validate.queue_name(queue)
+    if not create and not known(st, name):
+        raise UnknownQueue(name, names(st), "to pause it before its first task, pass "
+                                            "create=True")
+    row = st.one("queue_pause", {"queue": name})
     paused_at: datetime = row[0]
     return paused_at
 
 
 def resume(st: Statements, queue: str) -> bool:
-    """Resume ``queue``; returns whether it was paused."""
-    return st.one("queue_resume", {"queue": validate.queue_name(queue)}) is not None
+    """Resume ``queue``; returns whether it was paused.  A queue shardq does not know
+    (see :func:`known`) is refused with :class:`UnknownQueue`."""
+    name = validate.queue_name(queue)
+    row = st.one("queue_resume", {"queue": name})
+    if row is not None and row[0] is not None:
+        return True
+    if not known(st, name):
+        raise UnknownQueue(name, names(st))
+    return False
+
+
+def known(st: Statements, queue: str) -> bool:
+    """Whether ``queue`` has tasks, is paused, or was active in the last hour: the
+    queues that ``stats`` lists."""
+    found: bool = st.one("queue_known", {"queue": queue, "bucket_count": st.bucket_count})[0]
+    return found
+
+
+def names(st: Statements) -> list[str]:
+    """Every queue shardq knows (see :func:`known`), sorted."""
+    return [row[0] for row in st.all("queue_names", {"bucket_count": st.bucket_count})]
 
 
 def paused(st: Statements) -> dict[str, datetime]:

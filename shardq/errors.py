@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 from uuid import UUID
 
@@ -23,7 +23,26 @@ class ConfigError(ShardqError, ValueError):
 
 
 class InvalidTask(ShardqError, ValueError):
-    """Input that cannot become a task (bad payload, queue name, time, ...); nothing was written."""
+    """Input that cannot become a task (bad payload, queue name, time, arguments that do not
+    fit the task function, ...); nothing was written."""
+
+
+KNOWN_SHOWN = 20  # queues an UnknownQueue message names; a count stands for the rest
+
+
+class UnknownQueue(InvalidTask):
+    """A queue control call named a queue shardq does not know: it has no tasks, is not
+    paused and was not active in the last hour (a typo, most likely).  Nothing was
+    changed; ``known`` lists the queues there are."""
+
+    def __init__(self, queue: str, known: Sequence[str], hint: str = "") -> None:
+        self.queue, self.known = queue, list(known)
+        shown = ", ".join(self.known[:KNOWN_SHOWN]) or "none"
+        if len(self.known) > KNOWN_SHOWN:
+            shown += f" and {len(self.known) - KNOWN_SHOWN} more"
+        super().__init__(f"no queue named {queue!r}: it has no tasks, is not paused and was "
+                         f"not active in the last hour (known queues: {shown})"
+                         + (f"; {hint}" if hint else ""))
 
 
 class SchemaNotReady(ShardqError):

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from typing import TextIO
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.environment import EnvironmentContext
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from alembic.util import CommandError
+from sqlalchemy.exc import OperationalError
 
 from shardq.db import normalize_dsn
-from shardq.errors import ConfigError
+from shardq.errors import ConfigError, Unavailable
+from shardq.redaction import redact
 
 
 @cache
@@ -47,10 +54,41 @@ def upgrade(dsn: str | None, *, bucket_count: int | None = None, sql: bool = Fal
             output: TextIO | None = None) -> None:
     """Bring the schema up to ``revision``; with ``sql`` only print the DDL."""
     config = alembic_config(dsn, bucket_count=bucket_count, dialect=dialect, output=output)
-    try:
+    with _one_line():
         command.upgrade(config, revision, sql=sql)
-    except CommandError as exc:  # an unknown revision, say: the user's to fix, in one line
+
+
+@contextmanager
+def _one_line() -> Iterator[None]:
+    """Alembic's errors that are the user's to fix (an unknown revision, a database that
+    does not answer) as shardq's, which the CLI prints as one line."""
+    try:
+        yield
+    except CommandError as exc:
         raise ConfigError(f"migrate: {exc}") from exc
+    except OperationalError as exc:
+        first = (str(exc.orig).strip() or type(exc.orig).__name__).splitlines()[0]
+        raise Unavailable(f"migrate: {redact(first)}") from exc  # libpq's words, no hints
+
+
+def head() -> str:
+    """The newest revision shipped with this shardq."""
+    return str(ScriptDirectory.from_config(alembic_config(None)).get_current_head())
+
+
+def current(dsn: str) -> str | None:
+    """The revision the schema of ``dsn`` is at; None before the first migration."""
+    config = alembic_config(dsn)
+    script = ScriptDirectory.from_config(config)
+    found: list[str] = []
+
+    def read(rev: object, context: MigrationContext) -> list[object]:
+        found.extend(context.get_current_heads())
+        return []  # nothing to apply: only read
+
+    with _one_line(), EnvironmentContext(config, script, fn=read, dont_mutate=True):
+        script.run_env()
+    return found[0] if found else None
 
 
 def downgrade(dsn: str, *, revision: str = "base") -> None:

@@ -5,7 +5,8 @@ Each schedule is a row of ``shardq.periodic``: its expression (see
 expression took effect) and ``last_slot`` (the last slot fired).  Every worker of an
 app registers the app's schedules when it starts (:func:`register`) and runs a
 :class:`PeriodicLoop`, which reads the rows, works out each one's due slot and fires
-it with :func:`fire`.
+it with :func:`fire`, and registers them again should the schema go away and come
+back (dropped or migrated down, then migrated up) while it runs.
 
 Why a slot cannot be enqueued twice, or lost: firing is one statement
 (``sql/periodic_fire.sql``) that updates the row's ``last_slot`` to the slot only if
@@ -30,7 +31,7 @@ from datetime import datetime
 
 from shardq import cadence
 from shardq.cadence import Cadence, Missed
-from shardq.errors import ConfigError
+from shardq.errors import ConfigError, SchemaNotReady
 from shardq.loop import Loop
 from shardq.statements import Statements
 from shardq.task import TaskId
@@ -180,25 +181,39 @@ def _info(name: str, cron: str | None, every_s: float | None, tz: str, missed: s
 
 
 class PeriodicLoop(Loop[list[Fired]]):
-    """Fires the due slots of the named schedules every ``interval_s``.
+    """Fires the due slots of ``schedules`` every ``interval_s``.
 
     Any number of these may run, in any number of processes, on the same schedules:
-    each slot is enqueued once (see the module's docstring).
+    each slot is enqueued once (see the module's docstring).  The schedules are
+    expected to be registered already (a worker does so when it starts, with the
+    queues it consumes).  A step that finds the schema missing registers them again
+    once the schema is back: their rows went with it, and nothing would fire.
     """
 
-    def __init__(self, st: Statements, names: Sequence[str], interval_s: float) -> None:
+    def __init__(self, st: Statements, schedules: Sequence[Schedule], queues: Sequence[str],
+                 interval_s: float) -> None:
         super().__init__("shardq-periodic", interval_s)
-        self.statements, self.names = st, list(names)
+        self.statements, self.schedules, self.queues = st, list(schedules), list(queues)
+        self.names = [s.name for s in self.schedules]
+        self._registered = True
 
     def run_once(self) -> list[Fired]:
         """Fire every due slot (at most :data:`MAX_FIRED_PER_STEP`); returns those enqueued."""
-        fired: list[Fired] = []
-        while len(fired) < MAX_FIRED_PER_STEP:
-            step = fire_due(self.statements, self.names)
-            if not step:
-                return fired
-            fired += step
-        return fired
+        try:
+            if not self._registered:
+                register(self.statements, self.schedules, self.queues)
+                self._registered = True
+                log.info("periodic schedules registered again: %s", ", ".join(self.names))
+            fired: list[Fired] = []
+            while len(fired) < MAX_FIRED_PER_STEP:
+                step = fire_due(self.statements, self.names)
+                if not step:
+                    return fired
+                fired += step
+            return fired
+        except SchemaNotReady:
+            self._registered = False
+            raise
 
     def delay_after(self, result: list[Fired]) -> float:
         """No wait while catching up (the step stopped at its limit)."""

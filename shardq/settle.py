@@ -76,16 +76,22 @@ def defer(st: Statements, tasks: Sequence[Task], delay_s: float | None,
             attempt_change=-1))
 
 
-def extend(st: Statements, tasks: Sequence[Task], by_s: float) -> None:
-    """Make the leases end ``by_s`` from now (never sooner); the tasks are updated in place.
+def extend(st: Statements, tasks: Sequence[Task], by_s: float | Sequence[float]) -> None:
+    """Make the leases end ``by_s`` from now (never sooner): one length for every task, or
+    one per task; the tasks are updated in place.
 
     exec_time is part of the row's key while the lease lasts, and on CockroachDB the
     bucket is a hash of the whole key: the statement returns both, and the tasks keep
     addressing their rows by the new values.
     """
-    by = validate.seconds("by_s", by_s)
     tasks = _distinct(tasks)
-    rows = _fenced_rows(st, "extend_many", tasks, {"by_s": [by] * len(tasks)})
+    if isinstance(by_s, int | float):
+        by = [validate.seconds("by_s", by_s)] * len(tasks)
+    else:
+        by = [validate.seconds("by_s", b) for b in by_s]
+        if len(by) != len(tasks):
+            raise InvalidTask(f"by_s has {len(by)} lengths for {len(tasks)} tasks")
+    rows = _fenced_rows(st, "extend_many", tasks, {"by_s": by})
     found = {row[0]: row for row in rows}
     for t in tasks:
         if t.id in found:

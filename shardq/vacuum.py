@@ -206,7 +206,8 @@ class Vacuumer(Loop[VacuumReport]):
             return (), dropped
         _, name, before = worst
         conn.execute(st.query("reindex", identifiers={"index": ("shardq", name)}))
-        after = conn.execute(st.query("index_size"), {"index": f"shardq.{name}"}).fetchone()
-        log.info("shardq-vacuum: rebuilt shardq.%s: %d -> %d bytes", name, before,
-                 int(after[0]) if after and after[0] is not None else -1)
-        return (Reindexed(name, before, int(after[0]) if after and after[0] else 0),), dropped
+        row = conn.execute(st.query("index_size"), {"index": f"shardq.{name}"}).fetchone()
+        after = int(row[0]) if row and row[0] else 0
+        log.info("shardq-vacuum: rebuilt the bloated index shardq.%s: %.1f MiB -> %.1f MiB",
+                 name, before / 2**20, after / 2**20)
+        return (Reindexed(name, before, after),), dropped

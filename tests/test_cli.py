@@ -67,7 +67,7 @@ def test_unknown_task(dsn: str) -> None:
 
 
 def test_flags_and_env_come_from_the_config(dsn: str) -> None:
-    help_text = shardq_cli("janitor", "--help").stdout
+    help_text = shardq_cli("janitor", "--help-all").stdout
     for flag in ("--dsn", "--lease-s", "--max-attempts", "--backoff-base-s", "--janitor-batch"):
         assert flag in help_text
     assert "SHARDQ_LEASE_S" in help_text

@@ -80,6 +80,7 @@ CRDB_QUERIES = (
     "periodic_register",
     "periodic_remove",
     "periodic_run",
+    "queue_known",
     "queue_pause",
     "queue_resume",
     "queue_states",

@@ -35,7 +35,7 @@ def fresh(prefix: str) -> str:
 
 def test_a_paused_queue_accepts_tasks_and_hands_out_none(client: shardq.Client) -> None:
     queue, other = fresh("paused"), fresh("running")
-    first = client.pause(queue)
+    first = client.pause(queue, create=True)  # before its first task
     assert client.pause(queue) == first  # pausing again keeps the first time
     assert client.paused()[queue] == first
     client.enqueue_many(queue, [{"n": n} for n in range(50)])
@@ -139,7 +139,7 @@ def test_pause_and_resume_a_running_daemon(db: str, daemon: Daemon) -> None:
 
 def test_api_pause_stops_a_running_daemon(db: str, daemon: Daemon) -> None:
     with shardq.Client(db) as client:
-        client.pause("work")
+        client.pause("work", create=True)
         recorder.record.enqueue_many([(n,) for n in range(10)])
         time.sleep(QUIET_S)
         assert runs(db) == 0

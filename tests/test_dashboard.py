@@ -88,6 +88,7 @@ def test_task_api_gives_the_record_or_404_or_400(site: str, timed: shardq.Client
 
 def test_api_actions_need_the_bearer_token(site: str, timed: shardq.Client) -> None:
     queue = fresh("guarded")
+    timed.enqueue(queue, {})  # a queue with no task cannot be paused
     none = call(f"{site}/api/queues/{queue}/pause", "POST")
     assert none.status == 401
     assert none.headers["www-authenticate"] == "Bearer"
@@ -167,6 +168,7 @@ def test_pages_render_and_escape(site: str, timed: shardq.Client) -> None:
 
 def test_forms_need_the_session_and_the_csrf_field(site: str, timed: shardq.Client) -> None:
     queue = fresh("forms")
+    timed.enqueue(queue, {})  # a queue with no task cannot be paused
     guard = Guard(TOKEN)
     url = f"{site}/actions/queues/{queue}/pause"
     form = urlencode({"csrf": guard.csrf}).encode()

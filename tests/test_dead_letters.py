@@ -101,7 +101,7 @@ def test_cli_dead_commands(dsn: str, client: Client) -> None:
     assert {line["id"] for line in lines} == {str(t.id) for t in tasks}
     assert lines[0]["last_error"] == "ValueError: bad row"
     assert cli("retry", str(tasks[0].id)).strip() == "retried 1 task(s)"
-    assert cli("purge", "cli").strip() == "purged 1 task(s)"
+    assert cli("purge", "cli", "--yes").strip() == "purged 1 task(s)"
     assert client.stats("cli")["available"] == 1
 
 

@@ -1,9 +1,11 @@
-"""A task whose lease expired without a result is suspect and runs alone."""
+"""A task whose lease expired without a result is suspect and runs alone, in a process of
+its own."""
 
 from __future__ import annotations
 
-import threading
+import os
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -13,7 +15,8 @@ import shardq
 from shardq.config import ClientConfig
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
-from shardq.worker.isolation import Gate
+from tests.apps import leases
+from tests.helpers import wait_for
 
 
 @pytest.fixture
@@ -48,49 +51,107 @@ def test_a_rescued_task_comes_back_suspect_and_others_do_not(fast: shardq.Client
     assert sum(not t.suspect for t in claimed) == 3
 
 
-def test_a_suspect_runs_alone_and_its_batch_mates_lose_no_attempt(
-        dsn: str, fast: shardq.Client, connect: psycopg.Connection[Any]) -> None:
-    poison = make_suspect(fast, "iso")
-    fast.enqueue_many("iso", [{"n": i} for i in range(200)])
-    app = shardq.App(dsn)
-    running = 0
-    beside: list[int] = []
-    attempts: dict[bool, set[int]] = {True: set(), False: set()}
-    lock = threading.Lock()
-    done = threading.Event()
+@pytest.fixture
+def leased(db: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[shardq.Client]:
+    """tests.apps.leases' app on the fresh database ``db``, whose retries and rescued
+    tasks come due at once."""
+    monkeypatch.setenv("SHARDQ_DSN", db)
+    monkeypatch.setenv("SHARDQ_TEST_PID", str(os.getpid()))
+    with shardq.Client(db, backoff_base_s=0.001) as client:
+        leases.app.use_client(client)
+        yield client
 
-    @app.handler("iso")
-    def handle(payload: dict[str, Any]) -> None:
-        nonlocal running
-        with lock:
-            running += 1
-            attempts[bool(payload.get("poison"))].add(shardq.current().task.attempts)
-            if payload.get("poison"):
-                beside.append(running - 1)  # how many others ran at the same time
-        time.sleep(0.005)
-        with lock:
-            running -= 1
 
-    # One bucket holds everything, so the suspect is claimed inside a full batch.
-    worker = Worker(app, ClientConfig(dsn=dsn),
-                    WorkerConfig(janitors=0, listen=False, concurrency=8, batch=100))
+def expire(client: shardq.Client, queue: str) -> None:
+    """Claim every task of ``queue`` on a short lease and let it run out unsettled, as
+    when the worker holding them died: the janitor puts them back as suspects."""
+    claimed = [t for b in range(client.bucket_count)
+               for t in client.claim_bucket(queue, b, lease_s=0.05)]
+    time.sleep(0.2)
+    assert client.run_janitor_once().rescued == len(claimed)
+    time.sleep(0.05)  # past the 2 ms backoff of the rescue
+
+
+def worker_for(db: str, **settings: Any) -> Worker:
+    """A worker of tests.apps.leases' app whose retries come due at once."""
+    return Worker(leases.app, ClientConfig(dsn=db, backoff_base_s=0.001),
+                  WorkerConfig(janitors=0, listen=False, **settings))
+
+
+def runs(dsn: str) -> list[tuple[Any, ...]]:
+    """Every recorded run: (n, attempt, pid, outcome, started_at, ended_at)."""
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT n, attempt, pid, outcome, started_at, ended_at FROM runs "
+                            "ORDER BY started_at").fetchall()
+
+
+def test_a_suspect_runs_in_its_own_process_while_the_worker_runs_the_rest(
+        db: str, leased: shardq.Client) -> None:
+    suspect = leases.long.enqueue(0, 4.0)
+    expire(leased, "long")
+    others = leases.long.enqueue_many([(n, 0.0) for n in range(1, 201)])
+    worker = worker_for(db, concurrency=8, batch=100)
     worker.start()
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if connect.execute("SELECT count(*) FROM shardq.tasks").fetchone() == (0,):
-                done.set()
-                break
-            time.sleep(0.05)
+        wait_for(lambda: leased.get(suspect) is None, timeout=60, what="the suspect's ack")
+        wait_for(lambda: all(leased.get(i) is None for i in others[-5:]), timeout=30,
+                 what="the other tasks' acks")
     finally:
         worker.stop(5)
-    assert done.is_set(), connect.execute(
-        "SELECT status, attempts, last_error IS NOT NULL, count(*) FROM shardq.tasks "
-        "GROUP BY 1, 2, 3").fetchall()
-    assert beside == [0]  # the suspect ran once, and alone
-    assert attempts[True] == {poison.attempts}  # its first expiry gave the attempt back
-    # The tasks claimed beside it were given back without an attempt counted.
-    assert attempts[False] == {1}
+    done = {n: (attempt, pid, outcome, started, ended)
+            for n, attempt, pid, outcome, started, ended in runs(db)}
+    assert sorted(done) == list(range(201))  # each ran once
+    attempt, pid, outcome, _, suspect_ended = done[0]
+    assert (attempt, outcome) == (1, "ok")  # its first expiry gave the attempt back
+    assert pid != os.getpid()  # in a process of its own
+    # Everything else ran in the worker, with no attempt lost, while the suspect ran.
+    assert {(a, p, o) for n, (a, p, o, _, _) in done.items() if n} == {(1, os.getpid(), "ok")}
+    assert max(ended for n, (*_, ended) in done.items() if n) < suspect_ended
+
+
+def test_a_suspect_that_kills_its_process_fails_alone_and_dies_after_its_attempts(
+        db: str, leased: shardq.Client) -> None:
+    culprit = leases.crash.enqueue(0)
+    expire(leased, "iso")
+    worker = worker_for(db, concurrency=4)
+    worker.start()
+    try:
+        wait_for(lambda: (info := leased.get(culprit)) is not None and info.state == "dead",
+                 timeout=60, what="the culprit to die")
+        # The worker survived it and goes on running tasks.
+        after = leases.long.enqueue(1, 0.0)
+        wait_for(lambda: leased.get(after) is None, timeout=30, what="a task after it")
+    finally:
+        worker.stop(5)
+    info = leased.get(culprit)
+    assert info is not None
+    assert info.attempts == 2
+    assert info.last_error is not None
+    assert info.last_error.startswith("process died: the handler's process was killed by "
+                                      "SIGKILL")
+    crashes = [r for r in runs(db) if r[3] == "crashing"]
+    assert [(n, attempt) for n, attempt, *_ in crashes] == [(0, 1), (0, 2)]
+    assert all(pid != os.getpid() for _, _, pid, *_ in crashes)
+
+
+def test_a_suspect_that_raises_fails_with_its_own_traceback(
+        db: str, leased: shardq.Client) -> None:
+    task_id = leases.fails.enqueue(7)
+    expire(leased, "iso")
+    worker = worker_for(db)
+    worker.start()
+    try:
+        wait_for(lambda: (info := leased.get(task_id)) is not None
+                 and info.last_error is not None and "bad input" in info.last_error,
+                 timeout=60, what="the failure to be recorded")
+    finally:
+        worker.stop(5)
+    info = leased.get(task_id)
+    assert info is not None
+    assert info.attempts == 1
+    assert info.last_error is not None
+    assert "tests/apps/leases.py" in info.last_error  # the child's traceback
+    assert info.last_error.rstrip().endswith("ValueError: bad input 7")
 
 
 def test_a_suspect_on_its_last_attempt_dies_with_its_history(
@@ -112,51 +173,3 @@ def test_a_suspect_on_its_last_attempt_dies_with_its_history(
     assert info.state == "dead"
     assert info.last_error is not None
     assert "died" in info.last_error
-
-
-def test_the_gate_never_lets_a_suspect_in_beside_another_handler() -> None:
-    # Shared passes take no lock; suspects close the gate under it.  Eight threads
-    # pass shared as fast as they can while suspects pass one after another: whenever
-    # a suspect is inside, no one else may be, and every pass must get through.
-    gate = Gate()
-    stop = threading.Event()
-    inside_lock = threading.Lock()
-    inside = {"shared": 0, "exclusive": 0}
-    seen_together: list[dict[str, int]] = []
-    passes = {"shared": 0, "exclusive": 0}
-
-    def step(kind: str) -> None:
-        gate.enter(kind == "exclusive")
-        with inside_lock:
-            inside[kind] += 1
-            passes[kind] += 1
-            if inside["exclusive"] and (inside["shared"] or inside["exclusive"] > 1):
-                seen_together.append(dict(inside))
-        time.sleep(0)  # let the others run while this one is inside
-        with inside_lock:
-            inside[kind] -= 1
-        gate.leave(kind == "exclusive")
-
-    def shared() -> None:
-        while not stop.is_set():
-            step("shared")
-
-    def suspects() -> None:
-        for _ in range(200):
-            gate.expect(1)
-            step("exclusive")
-
-    handlers = [threading.Thread(target=shared) for _ in range(8)]
-    suspect_threads = [threading.Thread(target=suspects) for _ in range(2)]
-    for thread in handlers + suspect_threads:
-        thread.start()
-    for thread in suspect_threads:
-        thread.join(60)
-    stop.set()
-    for thread in handlers:
-        thread.join(60)
-    assert not any(t.is_alive() for t in handlers + suspect_threads)
-    assert seen_together == []
-    assert passes["exclusive"] == 400
-    assert passes["shared"] > 0
-    assert not gate.isolating

@@ -75,6 +75,18 @@ def test_upgrade_downgrade_upgrade(databases: Any) -> None:
         assert client.stats("q")["available"] == 1
 
 
+def test_a_schema_dropped_by_hand_is_created_again(databases: Any) -> None:
+    url = databases.create()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA shardq CASCADE")  # the version table, in public, stays
+    migrate.upgrade(url, output=io.StringIO())
+    assert "shardq.tasks" in tables(url)
+    assert migrate.current(url) == HEAD
+    with shardq.Client(url) as client:
+        client.enqueue("q", {})
+        assert client.stats("q")["available"] == 1
+
+
 def test_each_revision_is_rerunnable(databases: Any) -> None:
     """Every DDL tolerates having already run (a schema change that committed before
     its version row did, as can happen on CockroachDB)."""

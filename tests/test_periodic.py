@@ -48,7 +48,7 @@ def loop(client: shardq.Client, *schedules: Schedule, queues: tuple[str, ...] = 
          ) -> PeriodicLoop:
     """What a starting worker does: register the app's schedules, then run the loop."""
     periodic.register(client.statements, schedules, queues)
-    return PeriodicLoop(client.statements, [s.name for s in schedules], 1.0)
+    return PeriodicLoop(client.statements, schedules, queues, 1.0)
 
 
 def slots(fired: list[periodic.Fired]) -> list[str]:

@@ -136,7 +136,7 @@ def test_forecasts() -> None:
 def test_queues_lists_every_queue(client: shardq.Client) -> None:
     busy, paused, emptied = fresh("busy"), fresh("paused"), fresh("emptied")
     client.enqueue_many(busy, [{"n": n} for n in range(3)])
-    client.pause(paused)
+    client.pause(paused, create=True)
     client.enqueue(emptied, {})
     client.ack_many(claim_all(client, emptied))
     everything = client.queues()

@@ -65,7 +65,7 @@ def test_a_process_group_exports_the_figures_once(databases: Databases) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(recorder.SETUP)
     with shardq.Client(url) as client:
-        client.pause("work")  # the tasks stay waiting, so the figures hold still
+        client.pause("work", create=True)  # the tasks stay waiting, so the figures hold still
         client.enqueue_many("work", [{"n": n} for n in range(25)])
         port = free_ports(2)  # the second process serves on the next one
         daemon = Daemon({**os.environ, "SHARDQ_DSN": url, "PYTHONPATH": str(ROOT)},

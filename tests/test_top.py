@@ -67,7 +67,7 @@ def test_top_shows_queues_refreshes_and_quits_on_q(databases: Databases) -> None
     with shardq.Client(url) as client:
         client.enqueue_many("mail", [{"n": n} for n in range(1234)])
         client.enqueue_many("mail", [{"n": n} for n in range(7)], delay_s=3600)
-        client.pause("reports")
+        client.pause("reports", create=True)
         terminal = Terminal(sys.executable, "-m", "shardq", "top", "--dsn", url,
                             env=dict(os.environ))
         try:

@@ -105,7 +105,7 @@ def consume_processes(url: str, spec: dict[str, Any], probe: Probe,
     command = [sys.executable, "-m", "shardq", "consume", f"{__name__}:noop",
                f"--queue={QUEUE}", "--shutdown-grace-s=5", *flags]
     with shardq.Client(url, pool_max_size=1) as client:
-        client.pause(QUEUE)
+        client.pause(QUEUE, create=True)  # its tasks may not be enqueued yet
     ready()
     daemon = subprocess.Popen(command, env={**os.environ, "SHARDQ_DSN": url}, cwd=ROOT,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -17,9 +17,8 @@ MIN_TOKEN_CHARS = 16
 class DashboardConfig:
     """How ``shardq dashboard`` serves its pages and who may act through it."""
 
-    host: str = setting("127.0.0.1", "address to listen on (127.0.0.1: this machine only)",
-                        env=False)
-    port: int = setting(8080, "port to listen on", env=False, low=1, high=MAX_PORT)
+    host: str = setting("127.0.0.1", "address to listen on (127.0.0.1: this machine only)")
+    port: int = setting(8080, "port to listen on", low=1, high=MAX_PORT)
     token_file: str | None = setting(
         None, "file holding the token that actions need: a bearer token for the JSON API, "
               "entered once on the login page for the web pages (without it, or with "
@@ -28,7 +27,7 @@ class DashboardConfig:
     hide_payloads: bool = setting(False, "show payloads' sizes, never their contents "
                                          "(payloads may hold personal data)")
     refresh_ms: int = setting(2000, "how often the pages refresh their figures",
-                              low=250, high=3_600_000)
+                              low=250, high=3_600_000, tuning=True)
 
     def __post_init__(self) -> None:
         check_settings(self)

@@ -33,12 +33,9 @@ import time
 from collections.abc import Callable
 
 from shardq.client import Client
-from shardq.errors import ShardqError
 from shardq.handler import Context
 from shardq.loop import Loop
-from shardq.task import Task
 from shardq.worker.buffer import Buffer
-from shardq.worker.isolation import Gate
 from shardq.worker.leases import LeaseKeeper
 from shardq.worker.metrics import Metrics
 
@@ -146,7 +143,7 @@ class Claimer(Loop[int]):
 
     def __init__(self, name: str, client: Client, schedule: Schedule, *,
                  buffer: Buffer, capacity: int, keeper: LeaseKeeper,
-                 batch: int, lease_s: Callable[[str], float], metrics: Metrics, gate: Gate,
+                 batch: int, lease_s: Callable[[str], float], metrics: Metrics,
                  demand: Callable[[], int], max_wait_s: float,
                  give_back: Callable[[list[Context]], None],
                  lag: Callable[[], int] = lambda: 0) -> None:
@@ -155,7 +152,7 @@ class Claimer(Loop[int]):
         self.capacity, self.lag = capacity, lag
         self.demand = demand
         self.max_wait_s, self.give_back = max_wait_s, give_back
-        self.batch, self.lease_s, self.metrics, self.gate = batch, lease_s, metrics, gate
+        self.batch, self.lease_s, self.metrics = batch, lease_s, metrics
         self._reset_lock = threading.Lock()
         self._wait_s = 0.0
         self._claiming = False
@@ -184,11 +181,9 @@ class Claimer(Loop[int]):
         room = target - self.buffer.qsize() - self.lag()
         # Wait for room for a whole batch (or half the target) while the buffer still
         # feeds the handlers: claiming whatever room a single finished task made would
-        # mean one tiny claim per task.  Claim nothing while a suspect task waits to run
-        # alone.
+        # mean one tiny claim per task.
         low_water = min(self.batch, max(1, target // 2))
-        if (room <= 0 or (room < low_water and not self.buffer.empty())
-                or self.gate.isolating):
+        if room <= 0 or (room < low_water and not self.buffer.empty()):
             self._wait_s = FULL_BUFFER_WAIT_S
             self.resume_below = max(0, self.buffer.qsize() + room - low_water)
             return -1
@@ -199,10 +194,11 @@ class Claimer(Loop[int]):
             return 0
         queue, bucket = self.schedule.targets[index]
         limit = claim_size(room, self.batch)
+        lease_s = self.lease_s(queue)
         self._claiming = True
+        sent = self.keeper.monotonic()  # the leases begin no earlier than this
         try:
-            tasks = self.client.claim_bucket(queue, bucket, limit=limit,
-                                             lease_s=self.lease_s(queue))
+            tasks = self.client.claim_bucket(queue, bucket, limit=limit, lease_s=lease_s)
         finally:
             self._claiming = False
         with self._reset_lock:
@@ -210,28 +206,9 @@ class Claimer(Loop[int]):
         if tasks:
             self.metrics.claimed.labels(queue).inc(len(tasks))
             self.metrics.batch_fill.observe(len(tasks) / limit)
-            self.buffer.put_many(self.keeper.hold(self._isolated(tasks)))
+            self.buffer.put_many(self.keeper.hold(tasks, lease_s, sent))
         self._wait_s = 0.0
         return len(tasks)
-
-    def _isolated(self, tasks: list[Task]) -> list[Task]:
-        """The tasks to run: a batch with a suspect keeps only that one, which then runs
-        alone, and gives the others back at once (no attempt is counted): a second
-        suspect held beside the first would die with it if the first is the culprit."""
-        suspects = [t for t in tasks if t.suspect][:1]
-        if not suspects:
-            return tasks
-        others = [t for t in tasks if t is not suspects[0]]
-        self.gate.expect(len(suspects))
-        if others:
-            try:
-                self.client.release_many(others)
-            except ShardqError:
-                log.exception("giving back %d task(s) claimed beside a suspect failed; "
-                              "they return when their lease expires", len(others))
-        log.warning("running %d suspect task(s) alone (their last lease expired without a "
-                    "result): %s", len(suspects), [str(t.id) for t in suspects])
-        return suspects
 
     @property
     def claiming(self) -> bool:

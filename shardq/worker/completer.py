@@ -124,8 +124,10 @@ class Completer(Loop[int]):
             for o in outcomes:
                 if o.task.id in lost.task_ids:
                     self.metrics.lease_lost.labels(o.task.queue).inc()
-            log.warning("%d outcome(s) discarded: lease lost (the tasks will run again)",
-                        len(lost.task_ids))
+            log.warning("%d outcome(s) discarded, their leases lost: the tasks were cancelled "
+                        "or purged, or their leases expired and they run again (%s)",
+                        len(lost.task_ids), ", ".join(str(i) for i in lost.task_ids[:5])
+                        + (", ..." if len(lost.task_ids) > 5 else ""))
         except ShardqError as exc:
             # Without the database, writing them one by one would fail the same way.
             if len(outcomes) > 1 and not isinstance(exc, Unavailable | ConnectionLost):

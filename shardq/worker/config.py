@@ -20,32 +20,40 @@ class WorkerConfig:
     processes: int = setting(1, "worker processes, each with its own claimers and handlers",
                              low=1, high=256)
     claimers: int = setting(2, "claiming threads (scale out with more worker processes)",
-                            low=1, high=64)
-    batch: int = setting(100, "most tasks one claim takes", low=1, high=MAX_CLAIM)
+                            low=1, high=64, tuning=True)
+    batch: int = setting(100, "most tasks one claim takes", low=1, high=MAX_CLAIM,
+                         tuning=True)
     prefetch_max_s: float = setting(
         1.0, "longest a claimed task waits in the prefetch buffer before it is given back "
              "(the buffer holds what the free slots take in about a quarter of it)",
-        low=0.01, high=DAY_S)
+        low=0.01, high=DAY_S, tuning=True)
     poll_max_ms: int = setting(1000, "longest a bucket goes unvisited when all were empty",
-                               low=1, high=HOUR_MS)
-    janitors: int = setting(1, "janitor threads in this process (0: none)", low=0, high=16)
+                               low=1, high=HOUR_MS, tuning=True)
+    janitors: int = setting(1, "janitor threads in this process (0: none)", low=0, high=16,
+                            tuning=True)
     metrics_port: int = setting(0, "serve Prometheus metrics on this port (0: off)",
                                 low=0, high=MAX_PORT)
-    metrics_host: str = setting("127.0.0.1", "address the metrics endpoint listens on")
+    metrics_host: str = setting("127.0.0.1", "address the metrics endpoint listens on",
+                                tuning=True)
     log_format: str = setting("text", "log lines as 'text' or 'json'")
     shutdown_grace_s: float = setting(30.0, "how long running handlers may finish on shutdown",
                                       low=0.001, high=DAY_S)
     ack_batch: int = setting(200, "acks and nacks written in one statement at most",
-                             low=1, high=MAX_CLAIM)
+                             low=1, high=MAX_CLAIM, tuning=True)
     ack_flush_ms: int = setting(5, "longest an ack or nack waits to be written",
-                                low=1, high=60_000)
-    listen: bool = setting(True, "LISTEN for enqueue notifications (PostgreSQL)")
+                                low=1, high=60_000, tuning=True)
+    listen: bool = setting(True, "LISTEN for enqueue notifications (PostgreSQL; --no-listen "
+                                 "behind a transaction pooler)", tuning=True)
     sample_stats: bool = setting(True, "sample the queues' figures into the metrics (with "
-                                       "--processes, the first process only)")
+                                       "--processes, the first process only)", tuning=True)
     slo_s: float = setting(0.0, "process-by budget per task for the metrics' SLO forecasts "
                                 "(0: none)", low=0.0, high=DAY_S)
+    # At most a minute: a missed="skip" schedule runs only a slot seen within a minute of
+    # its time (shardq.cadence.ON_TIME_S, not imported: croniter would slow `--help`), so
+    # checking less often could skip every slot.
     periodic_interval_s: float = setting(1.0, "how often the app's periodic schedules are "
-                                              "checked for a due slot")
+                                              "checked for a due slot", low=0.1, high=60.0,
+                                         tuning=True)
 
     def __post_init__(self) -> None:
         check_settings(self)

@@ -29,7 +29,6 @@ from shardq.worker.buffer import Buffer
 from shardq.worker.claimer import Claimer, Schedule
 from shardq.worker.completer import Completer, Outcome
 from shardq.worker.config import WorkerConfig
-from shardq.worker.isolation import Gate
 from shardq.worker.leases import HEARTBEAT_FRACTION, LeaseKeeper
 from shardq.worker.metrics import Metrics
 from shardq.worker.notifier import Listener
@@ -64,13 +63,13 @@ class Worker:
         # Two batches: one claim can be in flight while a batch still feeds the handlers.
         self.capacity = max(2 * config.batch, config.concurrency)
         self.buffer = Buffer()
-        self.keeper = LeaseKeeper(self.client, max(leases.values()), self.metrics)
+        # Each task keeps its own lease; the heartbeat ticks for the shortest.
+        self.keeper = LeaseKeeper(self.client, min(leases.values()), self.metrics)
         self.completer = Completer(self.client, self.metrics, batch=config.ack_batch,
                                    flush_ms=config.ack_flush_ms, release=self.keeper.let_go,
                                    written=self._made_room)
-        self.gate = Gate(on_clear=self._wake_claimers)
         self.slots = Slots(app, self.buffer, concurrency=config.concurrency, report=self._report,
-                           taken=self._made_room, metrics=self.metrics, gate=self.gate)
+                           taken=self._made_room, metrics=self.metrics)
         self.listener = (Listener(self.client.db.dsn, set(queues), self._heard,
                                   connect_timeout_s=client_config.connect_timeout_s)
                          if config.listen and self.client.dialect.notify else None)
@@ -82,8 +81,9 @@ class Worker:
         self.vacuumers = [vacuumer] if config.janitors and vacuumer.applies else []
         self.sampler = (StatsSampler(self.client, queues, self.metrics, config.slo_s or None)
                         if config.metrics_port and config.sample_stats else None)
-        self.periodic = (PeriodicLoop(self.client.statements, list(app.schedules),
-                                      config.periodic_interval_s) if app.schedules else None)
+        self.periodic = (PeriodicLoop(self.client.statements, list(app.schedules.values()),
+                                      queues, config.periodic_interval_s)
+                         if app.schedules else None)
         self._turn = 0
         self._state_lock = threading.Lock()
         self._started = self._stopped = False
@@ -98,7 +98,7 @@ class Worker:
                                  listening=self.listener is not None),
                         buffer=self.buffer, capacity=self.capacity, keeper=self.keeper,
                         batch=self.config.batch, lease_s=leases.__getitem__,
-                        metrics=self.metrics, gate=self.gate, lag=self.completer.lag,
+                        metrics=self.metrics, lag=self.completer.lag,
                         demand=self._demand, max_wait_s=self.config.prefetch_max_s,
                         give_back=self._give_back_waiting)
                 for i in range(count)]
@@ -114,7 +114,6 @@ class Worker:
         return self.slots.free + ahead
 
     def _give_back_waiting(self, contexts: list[Context]) -> None:
-        self.gate.forget(sum(1 for c in contexts if c.task.suspect))
         self._give_back(contexts, f"waiting over {self.config.prefetch_max_s:g}s for a slot")
 
     def _report(self, context: Context, outcome: Outcome) -> None:
@@ -133,10 +132,6 @@ class Worker:
                 if self.buffer.qsize() <= claimer.resume_below:
                     claimer.wake()
                 return
-
-    def _wake_claimers(self) -> None:
-        for claimer in self.claimers:
-            claimer.wake()
 
     def _heard(self, queue: str | None, bucket: int | None) -> None:
         if queue is None or bucket is None:  # work in many buckets, or notes were missed
@@ -200,7 +195,7 @@ class Worker:
         for claimer in self.claimers:
             claimer.stop(left(handlers_end))
         self.slots.close()
-        self._give_back(self._drain_buffer(), "prefetched")
+        self._give_back(self.buffer.take_all(), "prefetched")
         self._give_back(self.slots.join(left(handlers_end)),
                         "still running after the grace period")
         for loop in self._loops():
@@ -210,11 +205,6 @@ class Worker:
             self.listener.stop(left())
         self.client.close()
         log.info("stopped")
-
-    def _drain_buffer(self) -> list[Context]:
-        drained = self.buffer.take_all()
-        self.gate.forget(sum(1 for c in drained if c.task.suspect))
-        return drained
 
     def _give_back(self, contexts: list[Context], why: str) -> None:
         tasks = self.keeper.let_go([c.task for c in contexts])

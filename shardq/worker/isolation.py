@@ -1,92 +1,177 @@
-"""Running suspect tasks alone.
+"""Running suspect tasks in a process of their own.
 
 A task whose last lease expired without a result may be what killed its worker (a
-segfault, an OOM kill, ``os._exit`` in a library).  Run beside a batch, it takes the
-batch down with it each time, and the healthy tasks burn their attempts with it.
-So a worker that claims a suspect task gives the rest of that batch back at once
-(without penalty), stops claiming, and runs the suspect only once no other handler
-is running; then it resumes.  If the suspect kills the worker again, it dies alone.
+segfault, an OOM kill, ``os._exit`` in a library).  Run beside other handlers, it
+would take them down with it each time, and the healthy tasks would burn their
+attempts with it.  So a worker runs a suspect task's handler alone, in a child process,
+while it goes on claiming and running every other task.  If the suspect kills its
+process again, that attempt fails with an error that starts ``process died:`` (which
+keeps the task suspect), and nothing else is lost; a task that keeps doing it dies
+after its ``max_attempts`` like any failing task.
+
+The child is a fresh interpreter (the ``spawn`` method: forking a process that has
+threads and open connections is unsafe).  It imports the handler's module and finds
+the handler by its qualified name, so the handler must be defined at a module's top
+level; one that is not (a function defined inside another) runs in the worker like
+any task, with a warning.  The child runs with the task bound as
+:func:`shardq.current`; it is killed when the task's lease is lost or the worker gives
+the task back, and (on Linux) when the worker's process dies.
 """
 
 from __future__ import annotations
 
-import threading
+import asyncio
+import importlib
+import logging
+import multiprocessing
+import signal
+import sys
+import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from shardq.app import Handler
+from shardq.handler import Context, Fail, Retry, bind
+from shardq.task import Task
+
+log = logging.getLogger("shardq.worker")
+
+POLL_S = 0.2  # how soon a lost lease or a shutdown stops a suspect's process
+DIED = "process died:"  # the prefix that keeps a task suspect (sql/suspect.sql)
+_SPAWN = multiprocessing.get_context("spawn")
 
 
-class Gate:
-    """Handlers pass shared; a suspect passes exclusive, once no one else is inside.
+class ChildFailed(Exception):
+    """The suspect's handler failed in its process; ``text`` is the error to store."""
 
-    ``expect()`` announces suspects before they reach a slot, so that claimers pause
-    (see :attr:`isolating`).  Tasks queued ahead of a suspect still run; once the
-    suspect is at the gate, new shared entries wait until it has passed.
+    def __init__(self, text: str) -> None:
+        super().__init__(text.strip().splitlines()[-1] if text.strip() else "failed")
+        self.text = text
 
-    Every handler passes the gate twice, so a shared pass takes no lock while the gate
-    is open: it adds itself to ``_inside`` (a list's append and pop are atomic), then
-    looks whether the gate closed meanwhile, and if so steps back out and waits.  A
-    suspect closes the gate under the lock and then waits for ``_inside`` to empty:
-    whichever of the two looked first, the other sees it.
+
+class ProcessDied(ChildFailed):
+    """The suspect's process ended without an outcome: the handler killed it.  Its text
+    starts with :data:`DIED`, which keeps the task suspect."""
+
+
+@dataclass(frozen=True)
+class Ref:
+    """Where a child process finds a handler: its module and qualified name, and whether
+    it takes the raw payload."""
+
+    module: str
+    qualname: str
+    raw: bool
+
+
+def ref_of(fn: Callable[..., Any], raw: bool) -> Ref | None:
+    """The reference a child can import ``fn`` by, or None when it cannot (``fn`` is not
+    reachable by its qualified name from its module: a nested function, say)."""
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+    if module is None or "<" in qualname or module not in sys.modules:
+        return None
+    try:
+        found = _find(sys.modules[module], qualname)
+    except AttributeError:
+        return None
+    return Ref(module, qualname, raw) if _unwrap(found) is fn else None
+
+
+def _find(module: Any, qualname: str) -> Any:
+    found = module
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    return found
+
+
+def _unwrap(found: Any) -> Any:
+    # @app.task leaves a TaskFunction at the function's name; the function is its .fn.
+    inner = getattr(found, "fn", None)
+    return inner if callable(inner) else found
+
+
+def run_alone(ref: Ref, context: Context) -> None:
+    """Run a suspect's handler in a child process and wait for it.
+
+    Returns when the handler returned; raises :class:`Retry` or :class:`Fail` as the
+    handler did, :class:`ChildFailed` (with the child's traceback) for any other error,
+    :class:`ProcessDied` when the process ended without an outcome.  When ``context``
+    is cancelled meanwhile (the lease was lost, or the worker gave the task back), the
+    process is killed and this returns: the caller drops the result of a cancelled
+    context anyway.
     """
+    mine, theirs = _SPAWN.Pipe(duplex=False)
+    process = _SPAWN.Process(target=_child, args=(ref, context.task, theirs),
+                             name=f"shardq-suspect-{context.task.id}")
+    process.start()
+    theirs.close()
+    try:
+        while not mine.poll(POLL_S):
+            if context.cancelled:
+                return
+            if not process.is_alive() and not mine.poll(0):
+                raise ProcessDied(_death(process.exitcode))
+        try:
+            outcome = mine.recv()
+        except EOFError:  # the pipe closed without a word: the process is gone
+            process.join()
+            raise ProcessDied(_death(process.exitcode)) from None
+    finally:
+        if process.is_alive():
+            process.kill()
+        process.join()
+        mine.close()
+    _raise(outcome)
 
-    def __init__(self, on_clear: Callable[[], None] = lambda: None) -> None:
-        self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
-        self._inside: list[None] = []  # one entry per shared handler inside
-        self._closed = False  # a suspect waits at the gate or runs: shared entries wait
-        self._expected = 0
-        self._waiting = 0  # suspects at the gate
-        self._exclusive = False
-        self.on_clear = on_clear
 
-    @property
-    def isolating(self) -> bool:
-        """Whether suspects are announced or running: claim nothing meanwhile."""
-        return self._expected > 0
+def _death(exitcode: int | None) -> str:
+    how = (f"was killed by {signal.Signals(-exitcode).name}"
+           if exitcode is not None and exitcode < 0 else f"exited with code {exitcode}")
+    return (f"{DIED} the handler's process {how} before the task finished; it runs alone "
+            "again next time")
 
-    def expect(self, n: int) -> None:
-        """Announce ``n`` suspect tasks on their way to the slots."""
-        with self._lock:
-            self._expected += n
 
-    def enter(self, exclusive: bool) -> None:
-        """Pass the gate before a handler runs: alone when ``exclusive``.  Every entry
-        is followed by one :meth:`leave` with the same ``exclusive``."""
-        if exclusive:
-            with self._lock:
-                self._waiting += 1
-                self._closed = True
-                self._cond.wait_for(lambda: not self._inside and not self._exclusive)
-                self._waiting -= 1
-                self._exclusive = True
-            return
-        self._inside.append(None)
-        if not self._closed:  # the usual case: no lock
-            return
-        self._inside.pop()  # a suspect is at the gate: let it pass first
-        with self._lock:
-            self._cond.notify_all()  # it may be waiting for this handler to step out
-            self._cond.wait_for(lambda: not self._closed)
-            self._inside.append(None)  # under the lock: no suspect can close the gate now
+def _raise(outcome: tuple[Any, ...]) -> None:
+    kind = outcome[0]
+    if kind == "retry":
+        raise Retry(outcome[2], outcome[1])
+    if kind == "fail":
+        raise Fail(outcome[1])
+    if kind == "error":
+        raise ChildFailed(outcome[1])
 
-    def leave(self, exclusive: bool) -> None:
-        """Pass back out after the handler ran."""
-        if not exclusive:
-            self._inside.pop()
-            if self._closed:  # a suspect may be waiting for the last one out
-                with self._lock:
-                    self._cond.notify_all()
-            return
-        with self._lock:
-            self._exclusive = False
-            self._closed = self._waiting > 0
-            self._expected -= 1
-            cleared = self._expected == 0
-            self._cond.notify_all()
-        if cleared:
-            self.on_clear()
 
-    def forget(self, n: int) -> None:
-        """``n`` announced suspects will not run (given back at shutdown)."""
-        with self._lock:
-            self._expected = max(0, self._expected - n)
-            self._cond.notify_all()
+def _child(ref: Ref, task: Task, conn: Connection) -> None:
+    """The child process: run the handler once and send back how it ended."""
+    _die_with_parent()
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    bind(Context(task))
+    try:
+        fn = _unwrap(_find(importlib.import_module(ref.module), ref.qualname))
+        handler = Handler(fn, task.queue, None, raw=ref.raw)
+        result = handler.call(task.payload)
+        if handler.is_async:
+            asyncio.run(result)
+        conn.send(("ok",))
+    except Retry as exc:
+        conn.send(("retry", str(exc), exc.in_s))
+    except Fail as exc:
+        conn.send(("fail", str(exc)))
+    except BaseException as exc:  # the handler's failure is the task's
+        conn.send(("error", "".join(traceback.format_exception(exc))))
+    finally:
+        conn.close()
+
+
+def _die_with_parent() -> None:
+    """On Linux, have the kernel kill this process when the worker's thread that started
+    it ends (the worker died): a suspect must not outlive the lease it runs under."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)

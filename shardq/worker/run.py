@@ -7,11 +7,14 @@ import logging
 import os
 import signal
 import sys
+import sysconfig
 import threading
+import traceback
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from shardq.app import App
+from shardq.app import App, TaskFunction
 from shardq.config import ClientConfig
 from shardq.errors import ConfigError
 from shardq.worker import logs, processes
@@ -24,22 +27,29 @@ EXIT_RESERVE_S = 1.0  # of a shutdown's grace, kept for the process to exit
 
 
 def load_target(target: str, queues: tuple[str, ...]) -> App:
-    """``module:app`` gives that App; ``module:function`` a raw handler for ``--queue``."""
+    """``module:app`` gives that App; ``module:function`` a raw handler for ``--queue``.
+
+    Whatever goes wrong is one :class:`ConfigError` line (the module's own error
+    chained to it): a module that does not import, an attribute it lacks or that is
+    neither an App nor a function, a ``--queue`` the App has no task for.
+    """
     module_name, sep, attribute = target.partition(":")
     if not sep or not module_name or not attribute:
         raise ConfigError(
             f"the target must look like module:app or module:function, got {target!r}")
-    sys.path.insert(0, os.getcwd())
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"cannot import {module_name!r}: {exc}") from exc
+    module = _imported(module_name)
+    obj = module
     for part in attribute.split("."):
         if not hasattr(obj, part):
-            raise ConfigError(f"{module_name!r} has no attribute {attribute!r}")
+            raise ConfigError(f"{module_name!r} has no attribute {attribute!r}"
+                              f"{_apps_in(module)}")
         obj = getattr(obj, part)
     if isinstance(obj, App):
-        return obj
+        return _with_queues(target, obj, queues)
+    if isinstance(obj, TaskFunction):
+        owners = [name for name, value in vars(module).items() if value is obj.app]
+        hint = f"{module_name}:{owners[0]}" if owners else "the App it belongs to"
+        raise ConfigError(f"{target!r} is a task of an App, not a raw handler: consume {hint}")
     if callable(obj):
         if not queues:
             raise ConfigError("a function target needs at least one --queue to consume")
@@ -47,23 +57,99 @@ def load_target(target: str, queues: tuple[str, ...]) -> App:
         for queue in queues:
             app.handler(queue)(obj)
         return app
-    raise ConfigError(f"{target!r} is neither a shardq.App nor a function")
+    raise ConfigError(f"{target!r} is an object of type {type(obj).__name__}, neither a "
+                      f"shardq.App nor a function{_apps_in(module)}")
 
 
-def run(target: str, client_config: ClientConfig, config: WorkerConfig) -> int:
+def _imported(module_name: str) -> Any:
+    """The target's module, imported from the working directory or the Python path."""
+    sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (module_name + ".").startswith(exc.name + "."):
+            raise ConfigError(f"cannot import {module_name!r}: {_failure(exc)}") from exc
+        # The target itself is not there (not a module it imports): no traceback to see.
+        raise ConfigError(f"cannot import {module_name!r}: no module named {exc.name!r} "
+                          f"in {os.getcwd()} or on the Python path") from None
+    except Exception as exc:  # the user's module: whatever it raises is theirs to fix
+        raise ConfigError(f"cannot import {module_name!r}: {_failure(exc)}") from exc
+
+
+def _with_queues(target: str, app: App, queues: tuple[str, ...]) -> App:
+    """``app``, once every ``--queue`` is one of its queues: a worker would dead-letter
+    every task of another queue (it has no handler for them), which another app's
+    workers may be there to run."""
+    unknown = [q for q in queues if q not in app.queues]
+    if unknown:
+        raise ConfigError(f"--queue {unknown[0]!r}: {target} has no task on that queue (its "
+                          f"queues: {', '.join(app.queues) or 'none'})")
+    return app
+
+
+def _failure(exc: BaseException) -> str:
+    """An import's failure on one line: the error and where in the user's code it was."""
+    if isinstance(exc, SyntaxError):  # the error is in the file itself, not in a frame
+        return f"{type(exc).__name__}: {exc.msg} ({_shown(exc.filename)}, line {exc.lineno})"
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.startswith("<frozen")]
+    # The deepest line of the user's own code, rather than of a library it called.
+    own = [f for f in frames if not f.filename.startswith(_LIBRARIES)] or frames
+    where = f" ({_shown(own[-1].filename)}, line {own[-1].lineno})" if own else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+# Code that is not the user's: the standard library, installed packages, and shardq.
+_LIBRARIES = tuple({*(sysconfig.get_path(name) for name in ("stdlib", "platstdlib", "purelib",
+                                                            "platlib")),
+                    str(Path(__file__).resolve().parent.parent)})
+
+
+def _shown(filename: str | None) -> str:
+    """A file's path relative to the working directory when it is below it."""
+    if not filename:
+        return "?"
+    path = os.path.relpath(filename)
+    return filename if path.startswith("..") else path
+
+
+def _apps_in(module: Any) -> str:
+    """`` (the module's Apps: a, b)``, naming its shardq.App objects, or nothing."""
+    names = sorted(name for name, value in vars(module).items() if isinstance(value, App))
+    return f" (the module's Apps: {', '.join(names)})" if names else ""
+
+
+def run(target: str, client_config: ClientConfig, config: WorkerConfig, *,
+        verbose: bool = False) -> int:
     """Run the worker until SIGTERM/SIGINT: in this process, or in ``config.processes``
-    supervised processes (see :mod:`shardq.worker.processes`)."""
+    supervised processes (see :mod:`shardq.worker.processes`).
+
+    A target that does not load fails here, once, as one line; ``verbose`` adds the
+    traceback of what the user's module raised.
+    """
     logs.configure(config.log_format)
+    try:
+        app = load_target(target, config.queue)
+    except ConfigError as exc:
+        if exc.__cause__ is None:
+            raise
+        if verbose:
+            traceback.print_exception(exc.__cause__)
+            raise
+        raise ConfigError(f"{exc}; `shardq -v consume ...` shows the traceback"
+                          ) from exc.__cause__
     if config.processes > 1:
-        load_target(target, config.queue)  # a bad target fails here, not N times
         return processes.supervise(serve, target, client_config, config)
-    return serve(target, client_config, config)
+    return _serve(app, client_config, config)
 
 
 def serve(target: str, client_config: ClientConfig, config: WorkerConfig) -> int:
     """Run one worker in this process until a signal, then end the process (exit 0 once
     the worker stopped gracefully; a second signal exits at once, with 1)."""
-    app = load_target(target, config.queue)
+    return _serve(load_target(target, config.queue), client_config, config)
+
+
+def _serve(app: App, client_config: ClientConfig, config: WorkerConfig) -> int:
     worker = Worker(app, client_config, config)
     stop = threading.Event()
     signals_seen = 0

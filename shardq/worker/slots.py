@@ -2,7 +2,8 @@
 
 Sync handlers run in the slot's thread; async handlers run on one shared event
 loop while the slot waits for them, so ``concurrency`` bounds both kinds.  A suspect
-task runs alone (:mod:`shardq.worker.isolation`).
+task runs alone in a process of its own while its slot waits for it
+(:mod:`shardq.worker.isolation`).
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from shardq.app import App, NoHandler
+from shardq.app import App, Handler, NoHandler
 from shardq.handler import Context, Fail, Retry, bind, unbind
+from shardq.task import Task
 from shardq.validate import error_text
+from shardq.worker import isolation
 from shardq.worker.buffer import Buffer
 from shardq.worker.completer import Outcome
-from shardq.worker.isolation import Gate
 from shardq.worker.logs import RateLimit
 from shardq.worker.metrics import Metrics
 
@@ -31,11 +33,14 @@ TAKE_TIMEOUT_S = 0.1
 # Weight of the newest handler duration in the moving average (about the last 20 runs).
 DURATION_WEIGHT = 0.05
 MIN_DURATION_S = 1e-6
+FAILURE_LINES_PER_QUEUE = 20  # failure lines one queue logs every REPEAT_INTERVAL_S at most
 
 
 def describe(exc: BaseException) -> str:
     """The error text stored with a failed task: its traceback, made storable by
     :func:`shardq.validate.error_text` (passwords masked, NULs removed, cut to size)."""
+    if isinstance(exc, isolation.ChildFailed):  # the suspect's process told what happened
+        return error_text(exc.text)
     return error_text("".join(traceback.format_exception(exc)))
 
 
@@ -59,18 +64,21 @@ class Slots:
 
     def __init__(self, app: App, buffer: Buffer, *, concurrency: int,
                  report: Callable[[Context, Outcome], None], taken: Callable[[], None],
-                 metrics: Metrics, gate: Gate) -> None:
+                 metrics: Metrics) -> None:
         self.app, self.buffer, self.report, self.taken = app, buffer, report, taken
         self.concurrency = concurrency
         self._mean_s: float | None = None  # handler durations, a moving average
-        self.gate = gate
         self._stop = threading.Event()
         # What each slot runs now, and since when (None: idle).  Each slot writes only
         # its own entry, with one assignment, and readers copy the list: no lock on
         # the path every task takes.
         self._now: list[tuple[Context, float] | None] = [None] * concurrency
         self._recorders = [metrics.durations.recorder() for _ in range(concurrency)]
+        # Failure lines: one per queue, error type and message every few seconds, and
+        # a few per queue whatever the messages.
         self._warnings = RateLimit()
+        self._queue_lines = RateLimit(burst=FAILURE_LINES_PER_QUEUE)
+        self._not_isolatable: set[Callable[..., Any]] = set()
         self._events = EventLoopThread()
         self._threads = [threading.Thread(target=self._serve, args=(i,), name=f"shardq-slot-{i}",
                                           daemon=True) for i in range(concurrency)]
@@ -130,13 +138,9 @@ class Slots:
     def _one(self, me: int, context: Context) -> Outcome | None:
         """Run one task's handler in this slot; None if it was given back meanwhile."""
         self._now[me] = (context, time.perf_counter())
-        exclusive = context.task.suspect
-        self.gate.enter(exclusive)
         try:
-            # None if given back while it waited at the gate.
-            return None if context.cancelled else self._run(me, context)
+            return self._run(me, context)
         finally:
-            self.gate.leave(exclusive)
             self._now[me] = None
 
     def _run(self, me: int, context: Context) -> Outcome:
@@ -147,11 +151,14 @@ class Slots:
         except NoHandler as exc:
             # Dead at once: another attempt would find no handler either, and a worker
             # of another app is not meant to share this queue.
-            self._warn(task, exc)
+            self._warn(task, exc, dead=True)
             return Outcome(task, ok=False, error=error_text(str(exc)), dead=True)
         token = bind(context)
         try:
-            if handler.is_async:
+            ref = self._isolatable(handler) if task.suspect else None
+            if ref is not None:
+                isolation.run_alone(ref, context)
+            elif handler.is_async:
                 result: Any = handler.call(task.payload)
                 context.future = asyncio.run_coroutine_threadsafe(
                     _with_context(context, result), self._events.loop)
@@ -175,21 +182,68 @@ class Slots:
             mean = self._mean_s
             self._mean_s = took if mean is None else mean + DURATION_WEIGHT * (took - mean)
 
-    def _failed(self, task: Any, exc: BaseException, *, dead: bool) -> Outcome:
-        self._warn(task, exc)
+    def _isolatable(self, handler: Handler) -> isolation.Ref | None:
+        """Where a child process finds ``handler``; None (warned once) when it cannot, and
+        the suspect then runs in the worker like any task."""
+        ref = isolation.ref_of(handler.fn, handler.raw)
+        if ref is None and handler.fn not in self._not_isolatable:
+            self._not_isolatable.add(handler.fn)
+            log.warning("suspect tasks of %r run in the worker beside the others: a handler "
+                        "defined inside a function cannot run in a process of its own "
+                        "(define it at a module's top level)", handler.fn)
+        return ref
+
+    def _failed(self, task: Task, exc: BaseException, *, dead: bool) -> Outcome:
+        self._warn(task, exc, dead=dead)
         return Outcome(task, ok=False, error=describe(exc), dead=dead)
 
-    def _warn(self, task: Any, exc: BaseException) -> None:
-        """Log a failure; one line per queue and error type every few seconds at most."""
-        held = self._warnings.allow((task.queue, type(exc).__name__))
-        if held is None:
+    def _warn(self, task: Task, exc: BaseException, *, dead: bool) -> None:
+        """Log a failure: what became of the task, and why.  One line per queue, error
+        type and message every few seconds at most, and a few lines per queue."""
+        kind, text = type(exc).__name__, str(exc).strip()
+        repeats = self._warnings.allow((task.queue, kind, text.splitlines()[0] if text else ""))
+        if repeats is None:
             return
-        more = (f" ({held} more {type(exc).__name__} failure(s) on this queue were not logged "
-                f"in the last {self._warnings.interval_s:g}s)") if held else ""
-        log.warning("task %s (queue %s, attempt %d/%d) failed: %s: %s%s", task.id, task.queue,
-                    task.attempts, task.max_attempts, type(exc).__name__, exc, more,
+        others = self._queue_lines.allow(task.queue)
+        if others is None:  # distinct messages (ids in them, say) flooding in
+            return
+        left_out = [f"{repeats} more like it"] if repeats else []
+        left_out += [f"{others} other failure line(s) of this queue"] if others else []
+        more = (f" ({' and '.join(left_out)} not logged in the last "
+                f"{self._warnings.interval_s:g}s)") if left_out else ""
+        log.warning("%s%s", self._fate(task, exc, dead=dead), more,
                     extra={"task_id": task.id, "queue": task.queue, "attempt": task.attempts,
-                           "error": type(exc).__name__})
+                           "error": kind})
+
+    def _fate(self, task: Task, exc: BaseException, *, dead: bool) -> str:
+        """What became of a failed task, with the error: dead-lettered at once (no
+        handler), dead (``Fail``, or its last attempt), or retried when."""
+        if isinstance(exc, NoHandler):
+            return f"task {task.id} dead-lettered: {exc}"
+        run = f"task {task.id} (queue {task.queue}, attempt {task.attempts}/{task.max_attempts})"
+        error = f"{type(exc).__name__}: {exc}"
+        if dead:
+            return f"{run} died: {error}"
+        if task.is_last_attempt:
+            return f"{run} died: {error} (its last attempt)"
+        return f"{run} failed: {error}; retry in {self._retry_in(task)}"
+
+    def _retry_in(self, task: Task) -> str:
+        """When the task's next attempt comes, as ``sql/backoff.sql`` reckons it: the
+        backoff for its attempts, cut by up to the jitter."""
+        config = self.app.client.config
+        full = min(config.backoff_cap_s, config.backoff_base_s * 2.0 ** min(task.attempts, 60))
+        least = full * (1 - config.backoff_jitter)
+        return duration(full) if least == full else f"{duration(least)} to {duration(full)}"
+
+
+def duration(seconds: float) -> str:
+    """Seconds as a person reads them: ``0.2s``, ``1.5min``, ``2h``."""
+    if seconds < 60:
+        return f"{seconds:.3g}s"
+    if seconds < 3600:
+        return f"{seconds / 60:.3g}min"
+    return f"{seconds / 3600:.3g}h"
 
 
 async def _with_context(context: Context, coroutine: Any) -> Any:

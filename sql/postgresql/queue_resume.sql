@@ -1,10 +1,12 @@
--- Resume a paused queue; returns its name if it was paused.  Workers LISTENing on
--- channel 'shardq' hear the queue's name at commit and look at every bucket of it
--- at once instead of at their next poll.
-WITH resumed AS (
-    UPDATE shardq.queues SET paused_at = NULL
-    WHERE name = %(queue)s AND paused_at IS NOT NULL
-    RETURNING name
+-- Resume a queue: its row goes, so that a queue with no tasks left is no longer listed
+-- (queue_names).  Returns the row's paused_at, NULL for a row left by a resume of an
+-- older release; no row when the queue had none.  Workers LISTENing on channel
+-- 'shardq' hear the name of a queue that was paused at commit, and look at every
+-- bucket of it at once instead of at their next poll.
+WITH gone AS (
+    DELETE FROM shardq.queues WHERE name = %(queue)s
+    RETURNING name, paused_at
 )
-SELECT resumed.name, (SELECT pg_notify('shardq', resumed.name)) AS notified
-FROM resumed
+SELECT gone.paused_at,
+       (SELECT pg_notify('shardq', gone.name) WHERE gone.paused_at IS NOT NULL) AS notified
+FROM gone
