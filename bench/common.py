@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 
-from shardq import migrate
+from shardq.core import migrate
 
 DSN_ENV = "SHARDQ_BENCH_DSN"
 RESULTS_DIR = Path(__file__).resolve().parent / "results"

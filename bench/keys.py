@@ -34,7 +34,7 @@ from psycopg.types.json import Jsonb
 
 import shardq
 from bench import common
-from shardq import sqlfiles
+from shardq.core import sqlfiles
 
 Q, BUCKETS, HOT, BATCH, THREADS, LIMIT = common.QUEUE, 16, 50, 1000, 4, 100
 SINGLE = ("unkeyed", "key=, distinct", "key=, 50 hot keys")

@@ -34,7 +34,7 @@ from psycopg import sql
 from bench.common import RESULTS_DIR, machine_lines, with_dbname
 from bench.soak_arm import Arm
 from bench.soak_report import write_report
-from shardq.config import ClientConfig
+from shardq.core.config import ClientConfig
 
 VACUUM_SETTINGS = ("vacuum_dead_rows", "vacuum_interval_s", "reindex_bloat_ratio",
                    "reindex_min_bytes")  # the vacuum step's defaults the new arm runs with

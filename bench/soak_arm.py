@@ -27,7 +27,7 @@ import psycopg
 
 import shardq
 from bench.soak_app import PICKUP_TABLE, QUEUE
-from shardq import migrate
+from shardq.core import migrate
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE_EVERY_S = 0.1

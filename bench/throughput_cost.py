@@ -26,8 +26,9 @@ from psycopg import sql
 
 import shardq
 from bench import common
-from shardq import produce, sqlfiles
-from shardq.task import TaskId, addresses
+from shardq.core import sqlfiles
+from shardq.core.task import TaskId, addresses
+from shardq.ops import produce
 
 QUEUE = "cost"
 

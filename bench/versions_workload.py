@@ -16,7 +16,7 @@ import threading
 import time
 
 import shardq
-from shardq import migrate
+from shardq.core import migrate
 
 BATCH = 1_000
 QUEUE = "bench"

@@ -16,7 +16,7 @@ import os
 from alembic import context
 from sqlalchemy import Connection, create_engine, pool, text
 
-from shardq.config import DEFAULT_BUCKET_COUNT, MAX_BUCKET_COUNT
+from shardq.core.config import DEFAULT_BUCKET_COUNT, MAX_BUCKET_COUNT
 
 VERSION_TABLE = "shardq_alembic_version"
 

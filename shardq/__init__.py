@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from shardq.app import App, TaskFunction
     from shardq.client import Client
-    from shardq.clock import Clock, DatabaseClock, ManualClock
-    from shardq.config import ClientConfig
-    from shardq.errors import (
+    from shardq.core.clock import Clock, DatabaseClock, ManualClock
+    from shardq.core.config import ClientConfig
+    from shardq.core.errors import (
         ConfigError,
         ConnectionLost,
         DatabaseError,
@@ -27,36 +27,36 @@ if TYPE_CHECKING:
         Unavailable,
         UnknownQueue,
     )
+    from shardq.core.task import Task, TaskInfo
     from shardq.handler import Context, Fail, Retry, current
-    from shardq.janitor import Janitor, JanitorReport
-    from shardq.task import Task, TaskInfo
+    from shardq.ops.janitor import Janitor, JanitorReport
 
 # Each public name and the module that defines it.
 _SOURCES = {
     "App": "shardq.app",
     "TaskFunction": "shardq.app",
     "Client": "shardq.client",
-    "Clock": "shardq.clock",
-    "DatabaseClock": "shardq.clock",
-    "ManualClock": "shardq.clock",
-    "ClientConfig": "shardq.config",
-    "ConfigError": "shardq.errors",
-    "ConnectionLost": "shardq.errors",
-    "DatabaseError": "shardq.errors",
-    "InvalidTask": "shardq.errors",
-    "LeaseLost": "shardq.errors",
-    "SchemaNotReady": "shardq.errors",
-    "ShardqError": "shardq.errors",
-    "Unavailable": "shardq.errors",
-    "UnknownQueue": "shardq.errors",
+    "Clock": "shardq.core.clock",
+    "DatabaseClock": "shardq.core.clock",
+    "ManualClock": "shardq.core.clock",
+    "ClientConfig": "shardq.core.config",
+    "ConfigError": "shardq.core.errors",
+    "ConnectionLost": "shardq.core.errors",
+    "DatabaseError": "shardq.core.errors",
+    "InvalidTask": "shardq.core.errors",
+    "LeaseLost": "shardq.core.errors",
+    "SchemaNotReady": "shardq.core.errors",
+    "ShardqError": "shardq.core.errors",
+    "Unavailable": "shardq.core.errors",
+    "UnknownQueue": "shardq.core.errors",
     "Context": "shardq.handler",
     "Fail": "shardq.handler",
     "Retry": "shardq.handler",
     "current": "shardq.handler",
-    "Janitor": "shardq.janitor",
-    "JanitorReport": "shardq.janitor",
-    "Task": "shardq.task",
-    "TaskInfo": "shardq.task",
+    "Janitor": "shardq.ops.janitor",
+    "JanitorReport": "shardq.ops.janitor",
+    "Task": "shardq.core.task",
+    "TaskInfo": "shardq.core.task",
 }
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 import sys
 
-from shardq.cli import main
+from shardq.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -10,14 +10,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
-from shardq.cadence import Cadence, missed_policy
 from shardq.client import Client
-from shardq.config import ClientConfig, check_setting
-from shardq.db import Conn
-from shardq.errors import ConfigError, InvalidTask
-from shardq.periodic import Schedule
-from shardq.task import Task, TaskId
-from shardq.validate import Arguments, queue_name
+from shardq.core.config import ClientConfig, check_setting
+from shardq.core.db import Conn
+from shardq.core.errors import ConfigError, InvalidTask
+from shardq.core.task import Task, TaskId
+from shardq.core.validate import Arguments, queue_name
+from shardq.ops.cadence import Cadence, missed_policy
+from shardq.ops.periodic import Schedule
 
 P = ParamSpec("P")
 R = TypeVar("R")

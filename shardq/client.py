@@ -11,27 +11,26 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from shardq import (
+from shardq.core import embedded, validate
+from shardq.core.clock import Clock
+from shardq.core.config import DEFAULT_DEAD_LIST, ClientConfig, load
+from shardq.core.db import Conn, Database
+from shardq.core.dialect import Dialect
+from shardq.core.errors import ConfigError, SchemaNotReady
+from shardq.core.statements import Statements
+from shardq.core.task import Task, TaskId, TaskInfo
+from shardq.ops import (
     claims,
     control,
     deadletters,
-    embedded,
     history,
     inspection,
     produce,
     queuestats,
     settle,
-    validate,
 )
-from shardq.clock import Clock
-from shardq.config import DEFAULT_DEAD_LIST, ClientConfig, load
-from shardq.db import Conn, Database
-from shardq.dialect import Dialect
-from shardq.errors import ConfigError, SchemaNotReady
-from shardq.history import Minute
-from shardq.janitor import Janitor, JanitorReport, janitor_pass
-from shardq.statements import Statements
-from shardq.task import Task, TaskId, TaskInfo
+from shardq.ops.history import Minute
+from shardq.ops.janitor import Janitor, JanitorReport, janitor_pass
 
 
 class Client:
@@ -169,7 +168,7 @@ class Client:
         """Record a failure: back in line after the backoff (or ``retry_in_s``), or dead.
 
         A task is dead when this was its last attempt, or at once with ``dead=True``.
-        ``error`` is stored as :func:`shardq.validate.error_text` makes it: passwords
+        ``error`` is stored as :func:`shardq.core.validate.error_text` makes it: passwords
         masked, NULs removed, cut to 4,000 characters.
         """
         self.nack_many([task], [error], retry_in_s=[retry_in_s], dead=[dead])

@@ -7,8 +7,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from shardq import validate
-from shardq.task import Task
+from shardq.core import validate
+from shardq.core.task import Task
 
 
 class Retry(Exception):

@@ -23,7 +23,7 @@ import pytest
 from psycopg import sql
 
 import shardq
-from shardq import migrate
+from shardq.core import migrate
 from tests.helpers import with_dbname
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,7 +15,7 @@ from uuid import UUID
 import psycopg
 
 import shardq
-from shardq.dialect import POSTGRESQL
+from shardq.core.dialect import POSTGRESQL
 
 
 def claim_all(client: shardq.Client, queue: str, *, most: int | None = None,

@@ -12,9 +12,9 @@ import pytest
 
 import shardq
 from shardq import Client, ManualClock
-from shardq.claims import RETURNED
-from shardq.dialect import bucket_sql
-from shardq.task import TaskId
+from shardq.core.dialect import bucket_sql
+from shardq.core.task import TaskId
+from shardq.ops.claims import RETURNED
 from tests.helpers import bucket_of, claim_all
 
 
@@ -337,7 +337,7 @@ def test_claimed_payloads_are_what_was_enqueued(client: Client) -> None:
 
 
 def test_a_claim_returns_the_task_fields_in_order(client: Client, dsn: str) -> None:
-    """Claimed rows become Tasks positionally (shardq.claims.task_rows)."""
+    """Claimed rows become Tasks positionally (shardq.ops.claims.task_rows)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         st = client.statements
         cur = conn.execute(st.query("claim", 1), st.params(queue="q", bucket=0, lease_s=30.0,

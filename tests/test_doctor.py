@@ -9,7 +9,7 @@ import sys
 import psycopg
 
 import shardq
-from shardq import doctor
+from shardq.cli import doctor
 from shardq.worker.config import WorkerConfig
 from tests.conftest import Databases
 

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 import shardq
-from shardq.validate import Arguments
+from shardq.core.validate import Arguments
 from tests.conftest import Databases
 from tests.helpers import claim_all, query, scalar
 

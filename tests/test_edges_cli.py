@@ -20,11 +20,12 @@ import psycopg
 import pytest
 
 import shardq
-from shardq import migrate, periodic
-from shardq.cadence import Cadence
-from shardq.config import ClientConfig, check_settings, load, setting
-from shardq.history import Minute
-from shardq.periodic import Schedule
+from shardq.core import migrate
+from shardq.core.config import ClientConfig, check_settings, load, setting
+from shardq.ops import periodic
+from shardq.ops.cadence import Cadence
+from shardq.ops.history import Minute
+from shardq.ops.periodic import Schedule
 from shardq.web import DashboardConfig, create_app
 from shardq.web.chart import svg
 from shardq.worker.config import WorkerConfig

@@ -19,11 +19,12 @@ import psycopg
 import pytest
 
 import shardq
-from shardq import migrate, periodic
-from shardq.config import ClientConfig
-from shardq.errors import SchemaNotReady
-from shardq.loop import MAX_BACKOFF_S, Loop
-from shardq.vacuum import Vacuumer
+from shardq.core import migrate
+from shardq.core.config import ClientConfig
+from shardq.core.errors import SchemaNotReady
+from shardq.core.loop import MAX_BACKOFF_S, Loop
+from shardq.ops import periodic
+from shardq.ops.vacuum import Vacuumer
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
 from shardq.worker.logs import FORGET_AFTER, RateLimit

@@ -13,9 +13,9 @@ import psycopg
 import pytest
 
 import shardq
-from shardq.config import ClientConfig
-from shardq.redaction import redact
-from shardq.validate import MAX_ERROR_CHARS, error_text
+from shardq.core.config import ClientConfig
+from shardq.core.redaction import redact
+from shardq.core.validate import MAX_ERROR_CHARS, error_text
 from shardq.worker.completer import Completer, Outcome
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker

@@ -15,11 +15,11 @@ import pytest
 
 import shardq
 from shardq import Client
-from shardq.db import Database
-from shardq.deadline import Watchdog
-from shardq.dialect import COCKROACHDB, POSTGRESQL
-from shardq.errors import ConfigError, ConnectionLost, Unavailable
-from shardq.task import TaskId
+from shardq.core.db import Database
+from shardq.core.deadline import Watchdog
+from shardq.core.dialect import COCKROACHDB, POSTGRESQL
+from shardq.core.errors import ConfigError, ConnectionLost, Unavailable
+from shardq.core.task import TaskId
 from tests.helpers import free_port, with_dbname
 
 
@@ -109,7 +109,7 @@ def test_a_missing_database_is_named(server_url: str) -> None:
 
 
 def test_a_dsn_that_is_not_postgresql_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="unsupported scheme .mysql."):
+    with pytest.raises(ConfigError, match="unsupported scheme 'mysql'"):
         Client("mysql://root@127.0.0.1/app", connect_timeout_s=2)
 
 

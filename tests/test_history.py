@@ -7,8 +7,8 @@ import uuid
 import pytest
 
 import shardq
-from shardq import history
-from shardq.errors import InvalidTask
+from shardq.core.errors import InvalidTask
+from shardq.ops import history
 from tests.helpers import claim_all, query
 
 

@@ -13,8 +13,8 @@ import psycopg
 import pytest
 
 import shardq
-from shardq import migrate
-from shardq.dialect import bucket_sql
+from shardq.core import migrate
+from shardq.core.dialect import bucket_sql
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAD = max(p.name[:4] for p in (ROOT / "migrations" / "versions").glob("0*.py"))

@@ -15,9 +15,9 @@ import psycopg
 import pytest
 
 import shardq
-from shardq import periodic
-from shardq.cadence import Cadence, Missed
-from shardq.periodic import PeriodicLoop, Schedule
+from shardq.ops import periodic
+from shardq.ops.cadence import Cadence, Missed
+from shardq.ops.periodic import PeriodicLoop, Schedule
 from tests.test_cli import shardq_cli
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)

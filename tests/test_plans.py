@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from shardq import sqlfiles
+from shardq.core import sqlfiles
 
 pytestmark = pytest.mark.slow
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 import shardq
-from shardq import migrate
+from shardq.core import migrate
 from shardq.spark import prune_ledger, task_id, write_tasks
 from shardq.spark.jdbc import jdbc_target
 from tests.conftest import Databases

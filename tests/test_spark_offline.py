@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from shardq import migrate, sqlfiles
-from shardq.errors import ConfigError
+from shardq.core import migrate, sqlfiles
+from shardq.core.errors import ConfigError
 from shardq.spark import (
     COCKROACHDB_BATCH_SIZE,
     POSTGRESQL_BATCH_SIZE,

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 import shardq
-from shardq import forecast, queuestats
+from shardq.ops import forecast, queuestats
 from shardq.worker.metrics import Metrics
 from shardq.worker.observe import StatsSampler
 from tests.conftest import Databases

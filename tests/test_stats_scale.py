@@ -14,7 +14,8 @@ import pytest
 
 import shardq
 from bench.stats_cost import insert_range, truth
-from shardq import queuestats, sqlfiles
+from shardq.core import sqlfiles
+from shardq.ops import queuestats
 from tests.conftest import Databases
 from tests.helpers import in_threads, scalar, wait_for, within_stated_error
 

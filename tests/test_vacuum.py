@@ -14,9 +14,10 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 import shardq
-from shardq import doctor, migrate
-from shardq.config import ClientConfig, load
-from shardq.vacuum import LOCK_KEY, MAINTAIN_SINCE, Vacuumer
+from shardq.cli import doctor
+from shardq.core import migrate
+from shardq.core.config import ClientConfig, load
+from shardq.ops.vacuum import LOCK_KEY, MAINTAIN_SINCE, Vacuumer
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
 from tests.conftest import Databases

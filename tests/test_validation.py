@@ -11,7 +11,7 @@ import pytest
 
 import shardq
 from shardq import Client, ClientConfig, ConfigError, InvalidTask
-from shardq.config import load
+from shardq.core.config import load
 from shardq.worker.config import WorkerConfig
 from tests.helpers import claim_all
 

@@ -14,7 +14,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
 import shardq
-from shardq.config import ClientConfig
+from shardq.core.config import ClientConfig
 from shardq.worker.claimer import FIRST_COOLDOWN_S, Schedule, claim_size
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker

@@ -19,7 +19,7 @@ from pathlib import Path
 import psycopg
 
 from bench import common
-from shardq import sqlfiles
+from shardq.core import sqlfiles
 
 QUEUE = "bench"
 # One lease token per claim, as shardq makes them: a uuid from the script's random :token.

@@ -22,7 +22,7 @@ import psycopg
 
 import shardq
 from bench.suite.probe import QUEUE, Probe, send_paced
-from shardq.config import ClientConfig, load
+from shardq.core.config import ClientConfig, load
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
 

@@ -9,7 +9,7 @@ tasks of one queue are a single index range ordered by exec_time, and claimed
 
 PostgreSQL: ``bucket`` is a stored generated column, a function of the id only:
 the last two bytes of the uuid, big-endian, modulo the bucket count
-(``shardq.dialect.bucket_sql``, which the runtime's ``bucket_of`` mirrors).  Any engine
+(``shardq.core.dialect.bucket_sql``, which the runtime's ``bucket_of`` mirrors).  Any engine
 (Spark, psql, COPY) gets the same bucket for the same id, and writers never send it.
 
 CockroachDB: the primary key is ``USING HASH`` and CockroachDB keeps the hidden
@@ -18,14 +18,14 @@ shard column ``crdb_internal_<key columns, sorted>_shard_<N>`` itself.
 
 from alembic import context, op
 
-from shardq.dialect import bucket_sql
+from shardq.core.dialect import bucket_sql
 
 revision = "0002"
 down_revision = "0001"
 branch_labels = None
 depends_on = None
 
-# The same default as shardq.config.DEFAULT_MAX_ATTEMPTS, written out so this
+# The same default as shardq.core.config.DEFAULT_MAX_ATTEMPTS, written out so this
 # revision stays what it was when it shipped.
 MAX_ATTEMPTS_DEFAULT = 10
 

@@ -11,8 +11,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from shardq import validate
-from shardq.errors import ConfigError, InvalidTask
+from shardq.core import validate
+from shardq.core.errors import ConfigError, InvalidTask
 
 # The namespace of the deterministic (version 5) ids of idempotent writes; a job may
 # pass its own to keep its ids apart from another job's.

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
-from shardq.errors import ConfigError
+from shardq.core.errors import ConfigError
 
 DRIVER = "org.postgresql.Driver"
 # Rows per executeBatch on PostgreSQL; bench/spark_insert.py measured 1,000 to 20,000

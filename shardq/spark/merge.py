@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 from psycopg import sql
 
-from shardq import sqlfiles
-from shardq.db import Conn, Layout
-from shardq.dialect import POSTGRESQL
-from shardq.errors import SchemaNotReady
-from shardq.statements import Statements
+from shardq.core import sqlfiles
+from shardq.core.db import Conn, Layout
+from shardq.core.dialect import POSTGRESQL
+from shardq.core.errors import SchemaNotReady
+from shardq.core.statements import Statements
 
 SCHEMA = "shardq"
 STAGE_PREFIX = "spark_stage_"

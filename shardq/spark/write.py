@@ -7,12 +7,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shardq.config import ClientConfig, load
-from shardq.db import Database
-from shardq.errors import ConfigError
+from shardq.core.config import ClientConfig, load
+from shardq.core.db import Database
+from shardq.core.errors import ConfigError
+from shardq.core.statements import Statements
 from shardq.spark import frame, merge
 from shardq.spark.jdbc import jdbc_target, libpq_url, writer_options
-from shardq.statements import Statements
 
 MODES = ("append", "idempotent")
 TASKS_TABLE = "shardq.tasks"

@@ -11,9 +11,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from uuid import UUID
 
-from shardq import control, deadletters, validate
-from shardq.errors import InvalidTask
-from shardq.statements import Statements
+from shardq.core import validate
+from shardq.core.errors import InvalidTask
+from shardq.core.statements import Statements
+from shardq.ops import control, deadletters
 
 ACTION_ROWS = 1000
 

@@ -21,8 +21,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from shardq import history, inspection, queuestats
-from shardq.statements import Statements
+from shardq.core.statements import Statements
+from shardq.ops import history, inspection, queuestats
 from shardq.web import actions, reads
 from shardq.web.context import Context, context
 

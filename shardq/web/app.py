@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from shardq.client import Client
-from shardq.errors import DatabaseError, InvalidTask, ShardqError
+from shardq.core.errors import DatabaseError, InvalidTask, ShardqError
 from shardq.web import api, pages
 from shardq.web.auth import Guard
 from shardq.web.config import DashboardConfig

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
-from shardq.figures import short
-from shardq.history import Minute
+from shardq.ops.figures import short
+from shardq.ops.history import Minute
 
 WIDTH, HEIGHT = 720, 200
 LEFT, RIGHT, TOP, BOTTOM = 56, 12, 24, 28

@@ -7,8 +7,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from shardq.config import MAX_PORT, check_settings, setting
-from shardq.errors import ConfigError
+from shardq.core.config import MAX_PORT, check_settings, setting
+from shardq.core.errors import ConfigError
 
 MIN_TOKEN_CHARS = 16
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 
-from shardq.statements import Statements
+from shardq.core.statements import Statements
 from shardq.web.auth import Guard
 
 

@@ -19,7 +19,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
-from shardq import figures, history, inspection, queuestats
+from shardq.ops import figures, history, inspection, queuestats
 from shardq.web import actions, chart, reads
 from shardq.web.auth import COOKIE
 from shardq.web.context import Context, context

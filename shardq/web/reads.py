@@ -2,8 +2,8 @@
 
 Every read here is a fixed number of bounded index range scans (per bucket, with a
 LIMIT) or a read of the small tables (``shardq.queues``, ``shardq.throughput``):
-queue figures come from :mod:`shardq.queuestats`, task lists from
-:func:`shardq.inspection.tasks`, the hour's throughput from :mod:`shardq.history`.
+queue figures come from :mod:`shardq.ops.queuestats`, task lists from
+:func:`shardq.ops.inspection.tasks`, the hour's throughput from :mod:`shardq.ops.history`.
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from functools import partial
 from typing import Any
 from uuid import UUID
 
-from shardq import history, inspection, queuestats, validate
-from shardq.queuestats import QueueStats
-from shardq.statements import Statements
-from shardq.task import TaskInfo
+from shardq.core import validate
+from shardq.core.statements import Statements
+from shardq.core.task import TaskInfo
+from shardq.ops import history, inspection, queuestats
+from shardq.ops.queuestats import QueueStats
 
 LIST_ROWS = 20  # tasks in each list of a queue's page
 # Threads that run a page's reads at once (each holds a pooled connection meanwhile).

@@ -13,7 +13,7 @@ from types import FrameType
 import uvicorn
 from starlette.types import ASGIApp
 
-from shardq.errors import ConfigError
+from shardq.core.errors import ConfigError
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from shardq.task import TaskInfo
+from shardq.core.task import TaskInfo
 
 NEXT = {"available": "due (waiting since)", "scheduled": "due", "locked": "lease runs out",
         "dead": "died"}

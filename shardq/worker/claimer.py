@@ -33,8 +33,8 @@ import time
 from collections.abc import Callable
 
 from shardq.client import Client
+from shardq.core.loop import Loop
 from shardq.handler import Context
-from shardq.loop import Loop
 from shardq.worker.buffer import Buffer
 from shardq.worker.leases import LeaseKeeper
 from shardq.worker.metrics import Metrics

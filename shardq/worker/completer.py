@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from shardq.client import Client
-from shardq.errors import ConnectionLost, LeaseLost, ShardqError, Unavailable
-from shardq.loop import Loop
-from shardq.task import Task
+from shardq.core.errors import ConnectionLost, LeaseLost, ShardqError, Unavailable
+from shardq.core.loop import Loop
+from shardq.core.task import Task
 from shardq.worker.metrics import Metrics
 
 log = logging.getLogger("shardq.worker")

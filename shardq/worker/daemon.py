@@ -17,14 +17,14 @@ from typing import Any
 
 from shardq.app import App
 from shardq.client import Client
-from shardq.clock import Clock
-from shardq.config import ClientConfig
-from shardq.errors import ConfigError, LeaseLost
+from shardq.core.clock import Clock
+from shardq.core.config import ClientConfig
+from shardq.core.errors import ConfigError, LeaseLost
+from shardq.core.loop import Loop
+from shardq.core.validate import queue_name
 from shardq.handler import Context
-from shardq.loop import Loop
-from shardq.periodic import PeriodicLoop, register
-from shardq.vacuum import Vacuumer
-from shardq.validate import queue_name
+from shardq.ops.periodic import PeriodicLoop, register
+from shardq.ops.vacuum import Vacuumer
 from shardq.worker.buffer import Buffer
 from shardq.worker.claimer import Claimer, Schedule
 from shardq.worker.completer import Completer, Outcome

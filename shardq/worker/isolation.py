@@ -33,8 +33,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from shardq.app import Handler
+from shardq.core.task import Task
 from shardq.handler import Context, Fail, Retry, bind
-from shardq.task import Task
 
 log = logging.getLogger("shardq.worker")
 

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from shardq.client import Client
-from shardq.errors import LeaseLost
+from shardq.core.errors import LeaseLost
+from shardq.core.loop import Loop
+from shardq.core.task import Task
 from shardq.handler import Context
-from shardq.loop import Loop
-from shardq.task import Task
 from shardq.worker.metrics import Metrics
 
 log = logging.getLogger("shardq.worker")

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Hashable
 from datetime import UTC, datetime
 
-from shardq.redaction import redact
+from shardq.core.redaction import redact
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 REPEAT_INTERVAL_S = 10.0

@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from shardq.queuestats import QueueStats
+from shardq.ops.queuestats import QueueStats
 
 # Queue figures sampled by one worker of a group (see StatsSampler): gauge name, help,
 # and the QueueStats field it shows.  A field that is None (no forecast) removes the

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import psycopg
 
-from shardq import sqlfiles
+from shardq.core import sqlfiles
 
 log = logging.getLogger("shardq.worker")
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import time
 
 from shardq.client import Client
-from shardq.janitor import Janitor, JanitorReport
-from shardq.loop import Loop
-from shardq.queuestats import many
+from shardq.core.loop import Loop
+from shardq.ops.janitor import Janitor, JanitorReport
+from shardq.ops.queuestats import many
 from shardq.worker.metrics import Metrics
 
 STATS_INTERVAL_S = 10.0

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from types import FrameType
 
-from shardq.config import ClientConfig
+from shardq.core.config import ClientConfig
 from shardq.worker import logs
 from shardq.worker.config import WorkerConfig
 

@@ -15,8 +15,8 @@ from types import FrameType
 from typing import Any
 
 from shardq.app import App, TaskFunction
-from shardq.config import ClientConfig
-from shardq.errors import ConfigError
+from shardq.core.config import ClientConfig
+from shardq.core.errors import ConfigError
 from shardq.worker import logs, processes
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker

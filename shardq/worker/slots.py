@@ -18,9 +18,9 @@ from collections.abc import Callable
 from typing import Any
 
 from shardq.app import App, Handler, NoHandler
+from shardq.core.task import Task
+from shardq.core.validate import error_text
 from shardq.handler import Context, Fail, Retry, bind, unbind
-from shardq.task import Task
-from shardq.validate import error_text
 from shardq.worker import isolation
 from shardq.worker.buffer import Buffer
 from shardq.worker.completer import Outcome
@@ -38,7 +38,7 @@ FAILURE_LINES_PER_QUEUE = 20  # failure lines one queue logs every REPEAT_INTERV
 
 def describe(exc: BaseException) -> str:
     """The error text stored with a failed task: its traceback, made storable by
-    :func:`shardq.validate.error_text` (passwords masked, NULs removed, cut to size)."""
+    :func:`shardq.core.validate.error_text` (passwords masked, NULs removed, cut to size)."""
     if isinstance(exc, isolation.ChildFailed):  # the suspect's process told what happened
         return error_text(exc.text)
     return error_text("".join(traceback.format_exception(exc)))

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import psycopg
 from psycopg import sql
 
-from shardq import migrate
+from shardq.core import migrate
 from tests.helpers import free_port
 
 Mode = Literal["smart", "fast", "immediate"]

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 import shardq
-from shardq.config import ClientConfig
+from shardq.core.config import ClientConfig
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
 from tests.chaos.pg import ThrowawayPostgres

@@ -17,8 +17,8 @@ import psycopg
 import pytest
 
 import shardq
-from shardq.dialect import COCKROACHDB
-from shardq.task import TaskId
+from shardq.core.dialect import COCKROACHDB
+from shardq.core.task import TaskId
 from tests.chaos.pg import ThrowawayPostgres
 from tests.chaos.proxy import Proxy
 

@@ -17,18 +17,19 @@ from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 from sqlalchemy.exc import OperationalError
 
-from shardq.db import normalize_dsn
-from shardq.errors import ConfigError, Unavailable
-from shardq.redaction import redact
+from shardq.core.db import normalize_dsn
+from shardq.core.errors import ConfigError, Unavailable
+from shardq.core.redaction import redact
 
 
 @cache
 def migrations_dir() -> Path:
     """The migrations shipped in the wheel, or those of a source checkout."""
-    packaged = Path(__file__).resolve().parent / "migrations"
+    package = Path(__file__).resolve().parent.parent  # shardq/
+    packaged = package / "migrations"
     if (packaged / "env.py").is_file():
         return packaged
-    return Path(__file__).resolve().parent.parent / "migrations"
+    return package.parent / "migrations"
 
 
 def alembic_config(dsn: str | None, *, bucket_count: int | None = None,

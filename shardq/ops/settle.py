@@ -1,6 +1,6 @@
 """Settling claimed tasks: ack, nack, defer and extend, each checked against the lease token.
 
-Every statement finds the tasks' rows by id (see :func:`shardq.task.addresses`) and
+Every statement finds the tasks' rows by id (see :func:`shardq.core.task.addresses`) and
 touches a row only while it is locked under the task's lease token.  Each may be run
 again after its reply was lost (the database retries it): a task the statement did
 not touch is looked up once more, and counts as settled when it shows the effect of
@@ -16,10 +16,11 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from shardq import keys, validate
-from shardq.errors import InvalidTask, LeaseLost
-from shardq.statements import Statements
-from shardq.task import Task, addresses
+from shardq.core import validate
+from shardq.core.errors import InvalidTask, LeaseLost
+from shardq.core.statements import Statements
+from shardq.core.task import Task, addresses
+from shardq.ops import keys
 
 
 def ack(st: Statements, tasks: Sequence[Task]) -> None:

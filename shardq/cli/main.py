@@ -17,11 +17,11 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, NoReturn
 
-from shardq import cli_ops
-from shardq.config import DEFAULT_DEAD_LIST, ClientConfig, add_arguments, from_arguments
-from shardq.errors import ConfigError, ShardqError
-from shardq.redaction import redact
-from shardq.validate import MAX_CLAIM
+from shardq.cli import ops as cli_ops
+from shardq.core.config import DEFAULT_DEAD_LIST, ClientConfig, add_arguments, from_arguments
+from shardq.core.errors import ConfigError, ShardqError
+from shardq.core.redaction import redact
+from shardq.core.validate import MAX_CLAIM
 from shardq.worker.config import WorkerConfig
 
 if TYPE_CHECKING:
@@ -69,7 +69,10 @@ def _client(args: argparse.Namespace) -> Client:
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     """Create or upgrade the schema (or print its DDL with --sql)."""
-    from shardq import embedded, migrate  # alembic and SQLAlchemy: for this command only
+    from shardq.core import (
+        embedded,
+        migrate,  # alembic and SQLAlchemy: for this command only
+    )
 
     config = from_arguments(ClientConfig, args)
     dsn = config.dsn
@@ -95,7 +98,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def cmd_janitor(args: argparse.Namespace) -> int:
     """Run the janitor: one pass with --once, else until interrupted."""
-    from shardq.vacuum import Vacuumer
+    from shardq.ops.vacuum import Vacuumer
 
     with _client(args) as client:
         if args.once:
@@ -119,7 +122,7 @@ def cmd_janitor(args: argparse.Namespace) -> int:
 
 def cmd_db(args: argparse.Namespace) -> int:
     """Manage the embedded PostgreSQL."""
-    from shardq import embedded  # the driver: for this command only
+    from shardq.core import embedded  # the driver: for this command only
 
     if args.action == "url":
         print(embedded.ensure_started())
@@ -178,7 +181,7 @@ def _iso(value: datetime | None) -> str | None:
 
 def cmd_periodic(args: argparse.Namespace) -> int:
     """List the periodic schedules, or fire one now."""
-    from shardq import periodic  # croniter and the time zones: for this command only
+    from shardq.ops import periodic  # croniter and the time zones: for this command only
 
     with _client(args) as client:
         if args.action == "list":
@@ -219,7 +222,7 @@ def _schedule_named(name: str, names: list[str]) -> str | None:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Check a live database and print advice; 1 when something needs attention."""
-    from shardq import doctor  # the driver and the checks: for this command only
+    from shardq.cli import doctor  # the driver and the checks: for this command only
 
     with _client(args) as client:
         findings = doctor.examine(client, from_arguments(WorkerConfig, args))
@@ -232,7 +235,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Enqueue and consume a batch of no-op tasks and print the rates."""
-    from shardq import demo, embedded
+    from shardq.cli import demo
+    from shardq.core import embedded
 
     with _client(args) as client:
         demo.run(client, tasks=args.tasks, threads=args.threads, limit=args.limit, out=sys.stdout)

@@ -29,7 +29,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
 
-from shardq.errors import ConfigError
+from shardq.core.errors import ConfigError
 
 Missed = Literal["skip", "once", "all"]
 MISSED: tuple[Missed, ...] = ("skip", "once", "all")

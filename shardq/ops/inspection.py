@@ -1,4 +1,4 @@
-"""Reading tasks back: one task's record (a queue's figures are :mod:`shardq.queuestats`)."""
+"""Reading tasks back: one task's record (a queue's figures are :mod:`shardq.ops.queuestats`)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from uuid import UUID
 
 from psycopg.rows import dict_row
 
-from shardq import validate
-from shardq.statements import Statements
-from shardq.task import TaskInfo
+from shardq.core import validate
+from shardq.core.statements import Statements
+from shardq.core.task import TaskInfo
 
 
 def get(st: Statements, task_id: UUID | str) -> TaskInfo | None:

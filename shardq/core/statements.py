@@ -2,9 +2,9 @@
 
 :class:`Statements` holds what every feature module needs to talk to the database:
 the connection pool, the schema's layout and dialect, the client's settings and
-the clock.  Feature modules (:mod:`shardq.produce`, :mod:`shardq.settle`,
-:mod:`shardq.keys`, :mod:`shardq.janitor`, :mod:`shardq.deadletters`,
-:mod:`shardq.inspection`, :mod:`shardq.spark.merge`) take one of these, so each can
+the clock.  Feature modules (:mod:`shardq.ops.produce`, :mod:`shardq.ops.settle`,
+:mod:`shardq.ops.keys`, :mod:`shardq.ops.janitor`, :mod:`shardq.ops.deadletters`,
+:mod:`shardq.ops.inspection`, :mod:`shardq.spark.merge`) take one of these, so each can
 be used and tested without a :class:`shardq.Client`.
 """
 
@@ -15,11 +15,11 @@ from typing import Any, TypeVar
 
 from psycopg.rows import RowFactory
 
-from shardq import sqlfiles
-from shardq.clock import Clock, DatabaseClock
-from shardq.config import ClientConfig
-from shardq.db import Conn, Database, Layout
-from shardq.dialect import Dialect
+from shardq.core import sqlfiles
+from shardq.core.clock import Clock, DatabaseClock
+from shardq.core.config import ClientConfig
+from shardq.core.db import Conn, Database, Layout
+from shardq.core.dialect import Dialect
 
 T = TypeVar("T")
 
@@ -49,7 +49,7 @@ class Statements:
     def query(self, name: str, limit: int | None = None, *,
               fragments: Mapping[str, str] | None = None,
               identifiers: Mapping[str, tuple[str, ...]] | None = None) -> bytes:
-        """Query ``name`` composed for this schema (see :func:`shardq.sqlfiles.query`)."""
+        """Query ``name`` composed for this schema (see :func:`shardq.core.sqlfiles.query`)."""
         layout = self.db.layout
         return sqlfiles.compiled(name, layout.dialect.name, layout.bucket_column, limit,
                               fragments=tuple(sorted((fragments or {}).items())),

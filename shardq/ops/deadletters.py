@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from uuid import UUID
 
-from shardq import inspection, validate
-from shardq.errors import InvalidTask
-from shardq.statements import Statements
-from shardq.task import TaskInfo
+from shardq.core import validate
+from shardq.core.errors import InvalidTask
+from shardq.core.statements import Statements
+from shardq.core.task import TaskInfo
+from shardq.ops import inspection
 
 MAX_LIST = 10_000
 

@@ -12,11 +12,12 @@ from psycopg.errors import UniqueViolation
 from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 
-from shardq import keys, validate
-from shardq.copyio import EndThenWork
-from shardq.db import Conn
-from shardq.statements import Statements
-from shardq.task import TaskId
+from shardq.core import validate
+from shardq.core.copyio import EndThenWork
+from shardq.core.db import Conn
+from shardq.core.statements import Statements
+from shardq.core.task import TaskId
+from shardq.ops import keys
 
 COPY_ROWS = 500
 """Rows per COPY statement.  A COPY gives every row it buffers (up to 1,000) a tuple
@@ -138,7 +139,7 @@ class Payloads:
     """A batch's payloads, each encoded to JSON text (and validated) on first use, in order.
 
     A COPY asks for each statement's texts while the server writes the previous
-    statement's rows (:class:`shardq.copyio.EndThenWork`): encoding the whole batch
+    statement's rows (:class:`shardq.core.copyio.EndThenWork`): encoding the whole batch
     first would leave the server idle meanwhile.  A bad payload then fails the batch
     after some of it was sent, which rolls all of it back.  Texts are kept, so a retried
     write sends the same ones.

@@ -1,6 +1,6 @@
 """Forecasts from a queue's counts and recent rates: drain time, SLO breach, consumers.
 
-Pure arithmetic over the figures :mod:`shardq.queuestats` reads; rates are tasks per
+Pure arithmetic over the figures :mod:`shardq.ops.queuestats` reads; rates are tasks per
 second over the last minute.  The model is a line served in order at the measured
 completion rate ``mu`` while tasks arrive at the measured rate ``lam``: the task that
 joins now waits ``waiting / mu``, the backlog grows by ``lam - mu`` a second, and the

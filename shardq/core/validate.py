@@ -12,9 +12,9 @@ from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
 
-from shardq.errors import InvalidTask
-from shardq.redaction import redact
-from shardq.task import Task
+from shardq.core.errors import InvalidTask
+from shardq.core.redaction import redact
+from shardq.core.task import Task
 
 T = TypeVar("T")
 
@@ -105,7 +105,7 @@ def storable(name: str, text: str) -> str:
 
 def error_text(text: str) -> str:
     """Error text as it is stored with a task: secrets of DSNs masked (see
-    :func:`shardq.redaction.redact`), NULs removed, lone surrogates replaced with U+FFFD, and
+    :func:`shardq.core.redaction.redact`), NULs removed, lone surrogates replaced with U+FFFD, and
     cut to :data:`MAX_ERROR_CHARS`, keeping its start and its end (where a traceback
     names the error)."""
     text = redact(_UNSTORABLE.sub(lambda m: "" if m.group() == "\x00" else "\ufffd", text))

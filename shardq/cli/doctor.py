@@ -16,8 +16,9 @@ from typing import Any
 
 import psycopg
 
-from shardq import sqlfiles, vacuum
 from shardq.client import Client
+from shardq.core import sqlfiles
+from shardq.ops import vacuum
 from shardq.worker.config import WorkerConfig
 
 # Dead rows of shardq.tasks past which vacuum is behind: the table's own trigger is

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from shardq import validate
-from shardq.errors import UnknownQueue
-from shardq.statements import Statements
+from shardq.core import validate
+from shardq.core.errors import UnknownQueue
+from shardq.core.statements import Statements
 
 PURGE_BATCH = 1000  # tasks one purge statement deletes at most: short locks, short WAL bursts
 

@@ -20,11 +20,11 @@ from tenacity import (
 )
 from tenacity.stop import stop_base
 
-from shardq import dialect, sqlfiles
-from shardq.config import ClientConfig
-from shardq.deadline import Guard, Watchdog
-from shardq.dialect import Dialect
-from shardq.errors import (
+from shardq.core import dialect, sqlfiles
+from shardq.core.config import ClientConfig
+from shardq.core.deadline import Guard, Watchdog
+from shardq.core.dialect import Dialect
+from shardq.core.errors import (
     ConfigError,
     ConnectionLost,
     ShardqError,
@@ -33,7 +33,7 @@ from shardq.errors import (
     is_transient,
     map_db_error,
 )
-from shardq.redaction import redact
+from shardq.core.redaction import redact
 
 log = logging.getLogger("shardq")
 
@@ -97,7 +97,7 @@ class Database:
     """A pool of autocommit connections and the one place statements are run.
 
     :meth:`run` gives each unit of work a deadline (``statement_timeout_s``: past it
-    the connection is cut, see :mod:`shardq.deadline`), retries it as a whole where
+    the connection is cut, see :mod:`shardq.core.deadline`), retries it as a whole where
     that is safe, and maps every database error onto shardq's hierarchy.
     """
 

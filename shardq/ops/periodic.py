@@ -1,7 +1,7 @@
 """Periodic tasks: durable schedules whose slots are enqueued at most once, by any worker.
 
 Each schedule is a row of ``shardq.periodic``: its expression (see
-:mod:`shardq.cadence`), the task it enqueues and how, ``since`` (when the current
+:mod:`shardq.ops.cadence`), the task it enqueues and how, ``since`` (when the current
 expression took effect) and ``last_slot`` (the last slot fired).  Every worker of an
 app registers the app's schedules when it starts (:func:`register`) and runs a
 :class:`PeriodicLoop`, which reads the rows, works out each one's due slot and fires
@@ -29,12 +29,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from shardq import cadence
-from shardq.cadence import Cadence, Missed
-from shardq.errors import ConfigError, SchemaNotReady
-from shardq.loop import Loop
-from shardq.statements import Statements
-from shardq.task import TaskId
+from shardq.core.errors import ConfigError, SchemaNotReady
+from shardq.core.loop import Loop
+from shardq.core.statements import Statements
+from shardq.core.task import TaskId
+from shardq.ops import cadence
+from shardq.ops.cadence import Cadence, Missed
 
 log = logging.getLogger("shardq")
 

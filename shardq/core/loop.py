@@ -24,7 +24,7 @@ import time
 from abc import ABC, abstractmethod
 from typing import Generic, TypeVar
 
-from shardq.errors import ConnectionLost, SchemaNotReady, Unavailable
+from shardq.core.errors import ConnectionLost, SchemaNotReady, Unavailable
 from shardq.worker.logs import RateLimit
 
 log = logging.getLogger("shardq")

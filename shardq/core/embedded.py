@@ -17,8 +17,8 @@ from pathlib import Path
 
 import psycopg
 
-from shardq import sqlfiles
-from shardq.errors import ConfigError
+from shardq.core import sqlfiles
+from shardq.core.errors import ConfigError
 
 log = logging.getLogger("shardq")
 
@@ -81,7 +81,7 @@ def ensure_started() -> str:
 
 def migrate(dsn: str, bucket_count: int | None) -> None:
     """Apply the migrations to the embedded database."""
-    from shardq import migrate as migrations
+    from shardq.core import migrate as migrations
 
     with open(os.devnull, "w") as sink:
         migrations.upgrade(dsn, bucket_count=bucket_count, output=sink)

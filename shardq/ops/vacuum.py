@@ -29,12 +29,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shardq import sqlfiles
-from shardq.db import Conn
-from shardq.errors import ConnectionLost
-from shardq.janitor import HasStatements
-from shardq.loop import Loop
-from shardq.statements import Statements
+from shardq.core import sqlfiles
+from shardq.core.db import Conn
+from shardq.core.errors import ConnectionLost
+from shardq.core.loop import Loop
+from shardq.core.statements import Statements
+from shardq.ops.janitor import HasStatements
 
 log = logging.getLogger("shardq")
 

@@ -1,6 +1,6 @@
 """The operator's commands of the ``shardq`` CLI: ``stats``, ``top``, ``dashboard``,
 ``queue pause|resume|purge`` and ``task cancel`` (registered by
-:func:`shardq.cli.build_parser`)."""
+:func:`shardq.cli.main.build_parser`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from shardq.config import ClientConfig, add_arguments, from_arguments
-from shardq.errors import ConfigError, UnknownQueue
+from shardq.core.config import ClientConfig, add_arguments, from_arguments
+from shardq.core.errors import ConfigError, UnknownQueue
 from shardq.web.config import DashboardConfig, read_token
 
 if TYPE_CHECKING:
@@ -40,7 +40,8 @@ def _client(args: argparse.Namespace) -> Client:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """Print one queue's figures, or every queue's: a table, or JSON with --json."""
-    from shardq import dashboard, queuestats  # rich and the figures: this command only
+    from shardq.cli import table
+    from shardq.ops import queuestats  # rich and the figures: this command only
 
     slo = args.slo_s or None
     with _client(args) as client:
@@ -49,7 +50,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         else:
             figures = queuestats.queues(client.statements, slo)
     if not args.json:
-        dashboard.show(figures)
+        table.show(figures)
     elif args.queue:
         print(json.dumps(figures[0].as_dict()))
     else:
@@ -61,10 +62,11 @@ def cmd_top(args: argparse.Namespace) -> int:
     """A live view of every queue's figures, refreshed every second; q quits."""
     if not sys.stdin.isatty():
         raise ConfigError("shardq top needs a terminal (use `shardq stats --json` in scripts)")
-    from shardq import dashboard, queuestats  # rich and the figures: this command only
+    from shardq.cli import table
+    from shardq.ops import queuestats  # rich and the figures: this command only
 
     with _client(args) as client:
-        dashboard.top(lambda: queuestats.queues(client.statements, args.slo_s or None))
+        table.top(lambda: queuestats.queues(client.statements, args.slo_s or None))
     return 0
 
 

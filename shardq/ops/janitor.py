@@ -12,11 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from shardq import history, validate
-from shardq.config import DAY_S
-from shardq.errors import InvalidTask
-from shardq.loop import Loop
-from shardq.statements import Statements
+from shardq.core import validate
+from shardq.core.config import DAY_S
+from shardq.core.errors import InvalidTask
+from shardq.core.loop import Loop
+from shardq.core.statements import Statements
+from shardq.ops import history
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ PRUNE_EVERY_S = 60.0  # old throughput counts are few: folding them once a minut
 
 def janitor_pass(st: Statements, *, prune: bool = True) -> JanitorReport:
     """One pass over every bucket of the schema (and, with ``prune``, fold old
-    throughput counts into minutes: :func:`shardq.history.fold`)."""
+    throughput counts into minutes: :func:`shardq.ops.history.fold`)."""
     if prune:
         history.fold(st)
     report = JanitorReport()

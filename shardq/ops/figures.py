@@ -6,7 +6,7 @@ figure reads the same everywhere.
 
 from __future__ import annotations
 
-from shardq.queuestats import QueueStats
+from shardq.ops.queuestats import QueueStats
 
 
 def short(value: float) -> str:

@@ -1,7 +1,7 @@
 """Throughput over the last hour: per-minute counts of tasks enqueued and completed.
 
 The enqueue and ack statements add their counts to ``shardq.throughput`` per second
-(``sql/throughput_add.sql``; :mod:`shardq.queuestats` reads the last minute of them
+(``sql/throughput_add.sql``; :mod:`shardq.ops.queuestats` reads the last minute of them
 for its rates).  The janitor folds seconds older than :data:`KEEP_S` into one row per
 queue and minute, and forgets minutes older than :data:`HISTORY_S`, so the table
 stays small (at most a few thousand rows per active queue) and :func:`series` reads
@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from shardq import validate
-from shardq.db import Conn
-from shardq.errors import InvalidTask
-from shardq.statements import Statements
+from shardq.core import validate
+from shardq.core.db import Conn
+from shardq.core.errors import InvalidTask
+from shardq.core.statements import Statements
 
 KEEP_S = 300.0  # per-second counts kept (rates read the last minute of them)
 HISTORY_S = 3900.0  # minute rows kept: an hour's chart and some slack

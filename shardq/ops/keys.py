@@ -18,11 +18,11 @@ from uuid import UUID, uuid4
 
 from psycopg.errors import UniqueViolation
 
-from shardq import validate
-from shardq.db import Conn
-from shardq.errors import InvalidTask
-from shardq.statements import Statements
-from shardq.task import Task, TaskId, addresses
+from shardq.core import validate
+from shardq.core.db import Conn
+from shardq.core.errors import InvalidTask
+from shardq.core.statements import Statements
+from shardq.core.task import Task, TaskId, addresses
 
 MAX_KEY_CHARS = 512
 

@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
-from shardq.errors import ConfigError, SchemaNotReady
-from shardq.task import TaskId
+from shardq.core.errors import ConfigError, SchemaNotReady
+from shardq.core.task import TaskId
 
 
 def bucket_sql(id_column: str, bucket_count: int) -> str:

@@ -11,10 +11,10 @@ from uuid import UUID, uuid4
 from psycopg.errors import UniqueViolation
 from psycopg.rows import RowFactory, RowMaker
 
-from shardq import validate
-from shardq.db import Conn
-from shardq.statements import Statements
-from shardq.task import Task
+from shardq.core import validate
+from shardq.core.db import Conn
+from shardq.core.statements import Statements
+from shardq.core.task import Task
 
 # The fields of Task a claim returns, in their declared order.  The queue and the lease
 # token are the claim's own parameters, so they are not read back: decoding a uuid per

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from psycopg import sql
 
-from shardq.dialect import DIALECTS
+from shardq.core.dialect import DIALECTS
 
 
 @cache
@@ -24,7 +24,7 @@ def _root() -> Traversable:
     if packaged.is_dir():
         return packaged
     # A source checkout (editable install): the files sit at the top level.
-    return Path(__file__).resolve().parent.parent / "sql"
+    return Path(__file__).resolve().parents[2] / "sql"
 
 
 @cache

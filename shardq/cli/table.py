@@ -2,7 +2,7 @@
 
 ``top`` redraws the table every second (like ``top``) with :mod:`rich`'s live display
 and quits on ``q`` (or Ctrl-C).  Each refresh reads every queue's figures once
-(:func:`shardq.queuestats.queues`), in bounded time however large the table.
+(:func:`shardq.ops.queuestats.queues`), in bounded time however large the table.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from shardq.figures import count, duration
-from shardq.queuestats import QueueStats
+from shardq.ops.figures import count, duration
+from shardq.ops.queuestats import QueueStats
 
 REFRESH_S = 1.0
 

@@ -27,9 +27,10 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from shardq import control, forecast, validate
-from shardq.errors import InvalidTask
-from shardq.statements import Statements
+from shardq.core import validate
+from shardq.core.errors import InvalidTask
+from shardq.core.statements import Statements
+from shardq.ops import control, forecast
 
 COUNT_BUDGET = 16384  # index entries one state's count reads at most, over all buckets
 MIN_BUCKET_CAP = 16
