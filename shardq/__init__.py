@@ -12,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from shardq.aclient import AsyncClient
     from shardq.app import App, TaskFunction
     from shardq.client import Client
     from shardq.core.clock import Clock, DatabaseClock, ManualClock
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
         Unavailable,
         UnknownQueue,
     )
-    from shardq.core.task import Task, TaskInfo
+    from shardq.core.task import Task, TaskInfo, TaskResult
     from shardq.handler import Context, Fail, Retry, current
     from shardq.ops.janitor import Janitor, JanitorReport
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 _SOURCES = {
     "App": "shardq.app",
     "TaskFunction": "shardq.app",
+    "AsyncClient": "shardq.aclient",
     "Client": "shardq.client",
     "Clock": "shardq.core.clock",
     "DatabaseClock": "shardq.core.clock",
@@ -57,10 +59,12 @@ _SOURCES = {
     "JanitorReport": "shardq.ops.janitor",
     "Task": "shardq.core.task",
     "TaskInfo": "shardq.core.task",
+    "TaskResult": "shardq.core.task",
 }
 
 __all__ = [
     "App",
+    "AsyncClient",
     "Client",
     "ClientConfig",
     "Clock",
@@ -81,6 +85,7 @@ __all__ = [
     "Task",
     "TaskFunction",
     "TaskInfo",
+    "TaskResult",
     "Unavailable",
     "UnknownQueue",
     "current",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import threading
@@ -10,14 +11,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
+from shardq.aclient import AsyncClient
+from shardq.api import Operations
 from shardq.client import Client
 from shardq.core.config import ClientConfig, check_setting
-from shardq.core.db import Conn
 from shardq.core.errors import ConfigError, InvalidTask
+from shardq.core.plan import Plan
 from shardq.core.task import Task, TaskId
 from shardq.core.validate import Arguments, queue_name
 from shardq.ops.cadence import Cadence, missed_policy
 from shardq.ops.periodic import Schedule
+from shardq.ops.results import keep_result_s as checked_keep
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -38,6 +42,8 @@ class Handler:
     queue: str
     lease_s: float | None
     raw: bool
+    keep_result_s: float | None = None
+    """How long the result of a task that succeeded is kept (None: not kept)."""
     is_async: bool = field(init=False)
     """Whether the function is a coroutine function (runs on the worker's event loop)."""
 
@@ -86,27 +92,61 @@ class TaskFunction(Generic[P, R]):
         return self._payload(args, kwargs)
 
     def enqueue(self, *args: Any, delay_s: float | None = None, run_at: datetime | None = None,
-                priority: int | None = None, key: str | None = None, conn: Conn | None = None,
+                priority: int | None = None, key: str | None = None, conn: Any = None,
                 **kwargs: Any) -> TaskId:
         """Enqueue one call; ``delay_s``, ``run_at``, ``priority``, ``key`` and ``conn`` are
         options (see :meth:`Client.enqueue`), every other argument goes to the function.
         Arguments the function cannot take are refused (:class:`InvalidTask`)."""
-        self.arguments.check(args, kwargs)
-        return self.app.client.enqueue(
-            self.queue, self._payload(args, kwargs), delay_s=delay_s, run_at=run_at,
-            priority=self.priority if priority is None else priority,
-            max_attempts=self.max_attempts, key=key, conn=conn)
+        client = self.app.client
+        return client.perform(self._one(client, args, kwargs, delay_s, run_at, priority, key,
+                                        conn))
+
+    async def aenqueue(self, *args: Any, delay_s: float | None = None,
+                       run_at: datetime | None = None, priority: int | None = None,
+                       key: str | None = None, conn: Any = None, **kwargs: Any) -> TaskId:
+        """:meth:`enqueue` on the app's :class:`shardq.AsyncClient` (``conn``: an
+        ``AsyncConnection``)."""
+        client = await self.app.async_client()
+        return await client.perform(self._one(client, args, kwargs, delay_s, run_at,
+                                              priority, key, conn))
 
     def enqueue_many(self, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]], *,
                      delay_s: float | None = None, run_at: datetime | None = None,
                      priority: int | None = None, keys: Sequence[str | None] | None = None,
-                     conn: Conn | None = None) -> list[TaskId]:
+                     conn: Any = None) -> list[TaskId]:
         """Enqueue many calls at once: each a tuple of positional or a dict of keyword args
         (``keys``: one per call, as in :meth:`Client.enqueue_many`).  If any call's
         arguments do not fit the function, none is enqueued (:class:`InvalidTask`)."""
+        client = self.app.client
+        return client.perform(self._many(client, calls, delay_s, run_at, priority, keys, conn))
+
+    async def aenqueue_many(self, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]], *,
+                            delay_s: float | None = None, run_at: datetime | None = None,
+                            priority: int | None = None,
+                            keys: Sequence[str | None] | None = None,
+                            conn: Any = None) -> list[TaskId]:
+        """:meth:`enqueue_many` on the app's :class:`shardq.AsyncClient`."""
+        client = await self.app.async_client()
+        return await client.perform(self._many(client, calls, delay_s, run_at, priority, keys,
+                                               conn))
+
+    def _one(self, client: Operations, args: tuple[Any, ...], kwargs: dict[str, Any],
+             delay_s: float | None, run_at: datetime | None, priority: int | None,
+             key: str | None, conn: Any) -> Plan[TaskId]:
+        """The plan of one call on ``client``, its arguments checked."""
+        self.arguments.check(args, kwargs)
+        return Operations.enqueue.make(
+            client, self.queue, self._payload(args, kwargs), delay_s=delay_s, run_at=run_at,
+            priority=self.priority if priority is None else priority,
+            max_attempts=self.max_attempts, key=key, conn=conn)
+
+    def _many(self, client: Operations, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]],
+              delay_s: float | None, run_at: datetime | None, priority: int | None,
+              keys: Sequence[str | None] | None, conn: Any) -> Plan[list[TaskId]]:
+        """The plan of a batch of calls on ``client``, every call's arguments checked."""
         payloads = [self._checked(n, call) for n, call in enumerate(calls)]
-        return self.app.client.enqueue_many(
-            self.queue, payloads, delay_s=delay_s, run_at=run_at,
+        return Operations.enqueue_many.make(
+            client, self.queue, payloads, delay_s=delay_s, run_at=run_at,
             priority=self.priority if priority is None else priority,
             max_attempts=self.max_attempts, keys=keys, conn=conn)
 
@@ -121,6 +161,7 @@ class App:
     def __init__(self, dsn: str | None = None, **settings: Any) -> None:
         self._client_args = (dsn, settings)
         self._client: Client | None = None
+        self._async: tuple[asyncio.AbstractEventLoop, AsyncClient] | None = None
         self._lock = threading.Lock()
         self.tasks: dict[str, Handler] = {}
         self.raw: dict[str, Handler] = {}
@@ -135,6 +176,23 @@ class App:
                 self._client = Client(dsn, **settings)
             return self._client
 
+    async def async_client(self) -> AsyncClient:
+        """The app's :class:`shardq.AsyncClient` for the running event loop, opened on first
+        use (a pool belongs to one loop: another loop gets a client of its own)."""
+        loop = asyncio.get_running_loop()
+        held = self._async
+        if held is None or held[0] is not loop:
+            dsn, settings = self._client_args
+            client = await AsyncClient(dsn, **settings).open()
+            self._async, held = (loop, client), (loop, client)
+        return held[1]
+
+    async def aclose(self) -> None:
+        """Close the app's AsyncClient, if one is open (the next use opens another)."""
+        held, self._async = self._async, None
+        if held is not None:
+            await held[1].close()
+
     def use_client(self, client: Client) -> None:
         """Use an existing Client (the worker shares its own)."""
         with self._lock:
@@ -143,26 +201,33 @@ class App:
     @overload
     def task(self, fn: Callable[P, R], *, queue: str = ..., name: str | None = ...,
              max_attempts: int | None = ..., lease_s: float | None = ...,
-             priority: int = ...) -> TaskFunction[P, R]: ...
+             priority: int = ..., keep_result_s: float | None = ...) -> TaskFunction[P, R]: ...
 
     @overload
     def task(self, fn: None = None, *, queue: str = ..., name: str | None = ...,
              max_attempts: int | None = ..., lease_s: float | None = ...,
-             priority: int = ...) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
+             priority: int = ..., keep_result_s: float | None = ...
+             ) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
 
     def task(self, fn: Callable[P, R] | None = None, *, queue: str = DEFAULT_QUEUE,
              name: str | None = None, max_attempts: int | None = None,
-             lease_s: float | None = None, priority: int = 0
+             lease_s: float | None = None, priority: int = 0,
+             keep_result_s: float | None = None
              ) -> TaskFunction[P, R] | Callable[[Callable[P, R]], TaskFunction[P, R]]:
         """Register a function (sync or async) as a task; usable bare (``@app.task``) or
-        with options (``@app.task(queue=...)``)."""
+        with options (``@app.task(queue=...)``).  With ``keep_result_s``, what the
+        function returns is kept that long after the task succeeded, for
+        :meth:`Client.result` (a value that is not JSON is not kept: the result says
+        why instead)."""
         def register(f: Callable[P, R]) -> TaskFunction[P, R]:
             task_name = name or f"{f.__module__}.{f.__qualname__}"
             if lease_s is not None:
                 check_setting(ClientConfig, "lease_s", lease_s, f"lease_s of task {task_name!r}")
+            keep = checked_keep(keep_result_s, f"keep_result_s of task {task_name!r}")
             if task_name in self.tasks:
                 raise ConfigError(f"a task named {task_name!r} is already registered")
-            self.tasks[task_name] = Handler(f, queue_name(queue), lease_s, raw=False)
+            self.tasks[task_name] = Handler(f, queue_name(queue), lease_s, raw=False,
+                                            keep_result_s=keep)
             return TaskFunction(self, f, name=task_name, queue=queue,
                                 max_attempts=max_attempts, priority=priority)
 
@@ -171,7 +236,7 @@ class App:
     def periodic(self, *, cron: str | None = None, every_s: float | None = None,
                  tz: str = "UTC", missed: str = "once", queue: str = DEFAULT_QUEUE,
                  name: str | None = None, priority: int = 0, max_attempts: int | None = None,
-                 lease_s: float | None = None
+                 lease_s: float | None = None, keep_result_s: float | None = None
                  ) -> Callable[[Callable[[], R]], TaskFunction[[], R]]:
         """Register a function without arguments as a task enqueued on a schedule.
 
@@ -194,21 +259,25 @@ class App:
                                 queue_name(queue), priority, max_attempts, policy)
             task: TaskFunction[[], R] = self.task(f, queue=queue, name=schedule.name,
                                                   max_attempts=max_attempts, lease_s=lease_s,
-                                                  priority=priority)
+                                                  priority=priority, keep_result_s=keep_result_s)
             self.schedules[schedule.name] = schedule
             return task
 
         return register
 
-    def handler(self, queue: str, *, lease_s: float | None = None
+    def handler(self, queue: str, *, lease_s: float | None = None,
+                keep_result_s: float | None = None
                 ) -> Callable[[Callable[[Any], R]], Callable[[Any], R]]:
-        """Register a raw handler: it gets the payload of every task of ``queue``."""
+        """Register a raw handler: it gets the payload of every task of ``queue``
+        (``keep_result_s``: as for :meth:`task`)."""
         def register(f: Callable[[Any], R]) -> Callable[[Any], R]:
             if lease_s is not None:
                 check_setting(ClientConfig, "lease_s", lease_s, f"lease_s of queue {queue!r}")
+            keep = checked_keep(keep_result_s, f"keep_result_s of queue {queue!r}")
             if queue in self.raw:
                 raise ConfigError(f"queue {queue!r} already has a handler")
-            self.raw[queue_name(queue)] = Handler(f, queue, lease_s, raw=True)
+            self.raw[queue_name(queue)] = Handler(f, queue, lease_s, raw=True,
+                                                  keep_result_s=keep)
             return f
 
         return register

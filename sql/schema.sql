@@ -26,6 +26,17 @@ CREATE TABLE shardq.queues (
     paused_at timestamp with time zone
 );
 
+CREATE TABLE shardq.results (
+    id uuid NOT NULL,
+    queue text NOT NULL,
+    value jsonb,
+    error text,
+    attempts integer NOT NULL,
+    enqueued_at timestamp with time zone NOT NULL,
+    finished_at timestamp with time zone NOT NULL,
+    expires_at timestamp with time zone NOT NULL
+);
+
 CREATE TABLE shardq.spark_ledger (
     id uuid NOT NULL,
     merged_at timestamp with time zone DEFAULT now() NOT NULL
@@ -73,6 +84,9 @@ ALTER TABLE ONLY shardq.periodic
 ALTER TABLE ONLY shardq.queues
     ADD CONSTRAINT queues_pkey PRIMARY KEY (name);
 
+ALTER TABLE ONLY shardq.results
+    ADD CONSTRAINT results_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY shardq.spark_ledger
     ADD CONSTRAINT spark_ledger_pkey PRIMARY KEY (id);
 
@@ -81,6 +95,8 @@ ALTER TABLE ONLY shardq.tasks
 
 ALTER TABLE ONLY shardq.throughput
     ADD CONSTRAINT throughput_pkey PRIMARY KEY (queue, period, slot);
+
+CREATE INDEX results_expiry ON shardq.results USING btree (expires_at);
 
 CREATE UNIQUE INDEX tasks_ids ON shardq.tasks USING btree (id);
 

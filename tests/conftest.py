@@ -24,6 +24,7 @@ from psycopg import sql
 
 import shardq
 from shardq.core import migrate
+from tests.clients import open_client
 from tests.helpers import with_dbname
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,6 +33,10 @@ ROOT = Path(__file__).resolve().parent.parent
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "client_settings(**settings): the settings of the `timed` fixture's Client")
+    config.addinivalue_line(
+        "markers", "both_clients: the `client` fixture is the Client, then the AsyncClient")
+    config.addinivalue_line(
+        "markers", "blocking_client: in a both_clients module, the Client only")
 
 
 def _docker_answers() -> bool:
@@ -107,12 +112,29 @@ def dsn(databases: Databases) -> str:
     return databases.create()
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """In modules marked ``both_clients``, the ``client`` fixture is each client in turn
+    (a test marked ``blocking_client`` keeps the blocking one: it hands the client a
+    blocking connection)."""
+    node = metafunc.definition
+    if ("client_kind" in metafunc.fixturenames and node.get_closest_marker("both_clients")
+            and not node.get_closest_marker("blocking_client")):
+        metafunc.parametrize("client_kind", ["Client", "AsyncClient"], indirect=True)
+
+
 @pytest.fixture
-def client(dsn: str) -> Iterator[shardq.Client]:
-    """A Client on the shared database, emptied before the test."""
+def client_kind(request: pytest.FixtureRequest) -> str:
+    """Which client the `client` and `clocked` fixtures open (see pytest_generate_tests)."""
+    return str(getattr(request, "param", "Client"))
+
+
+@pytest.fixture
+def client(dsn: str, client_kind: str) -> Iterator[shardq.Client]:
+    """A Client on the shared database, emptied before the test (in a module marked
+    ``both_clients``, each client in turn)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("TRUNCATE shardq.tasks")
-    with shardq.Client(dsn) as c:
+    with open_client(client_kind, dsn) as c:
         yield c
 
 
@@ -123,16 +145,16 @@ def clock() -> shardq.ManualClock:
 
 
 @pytest.fixture
-def clocked(client: shardq.Client, dsn: str,
+def clocked(client: shardq.Client, dsn: str, client_kind: str,
             clock: shardq.ManualClock) -> Iterator[Callable[..., shardq.Client]]:
     """Opens Clients on the emptied shared database that use ``clock``, with given settings."""
     opened: list[shardq.Client] = []
 
-    def open_client(**settings: Any) -> shardq.Client:
-        opened.append(shardq.Client(dsn, clock=clock, **settings))
+    def open_clocked(**settings: Any) -> shardq.Client:
+        opened.append(open_client(client_kind, dsn, clock=clock, **settings))
         return opened[-1]
 
-    yield open_client
+    yield open_clocked
     for c in opened:
         c.close()
 

@@ -17,6 +17,8 @@ from shardq.core.task import TaskId
 from shardq.ops.claims import RETURNED
 from tests.helpers import bucket_of, claim_all
 
+pytestmark = pytest.mark.both_clients
+
 
 def row(conn: psycopg.Connection[Any], task_id: object) -> dict[str, Any]:
     cur = conn.cursor(row_factory=psycopg.rows.dict_row)
@@ -87,6 +89,7 @@ def test_enqueue_many_keeps_every_payload_exactly(client: Client) -> None:
     assert all(isinstance(i, TaskId) and i.version == 7 and not i.coalesced for i in ids)
 
 
+@pytest.mark.blocking_client  # hands the client a blocking connection
 def test_enqueue_in_callers_transaction_rolls_back(client: Client, dsn: str,
                                                    connect: psycopg.Connection[Any]) -> None:
     with psycopg.connect(dsn) as own:
@@ -107,6 +110,7 @@ def test_enqueue_in_callers_transaction_rolls_back(client: Client, dsn: str,
     assert count(connect, "queue = 'tx'") == 2
 
 
+@pytest.mark.blocking_client  # hands the client a blocking connection
 def test_a_batch_wakes_listeners_once_and_only_when_it_commits(
         client: Client, dsn: str, connect: psycopg.Connection[Any]) -> None:
     connect.execute("LISTEN shardq")

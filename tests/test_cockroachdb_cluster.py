@@ -26,7 +26,8 @@ from psycopg import sql
 
 import shardq
 from shardq.core import migrate, sqlfiles
-from shardq.core.db import Layout, normalize_dsn, read_layout
+from shardq.core.boundary import Layout, normalize_dsn
+from shardq.core.db import read_layout
 from shardq.core.dialect import COCKROACHDB
 from tests.helpers import claim_all, in_threads, scalar, with_dbname
 

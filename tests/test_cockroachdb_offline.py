@@ -19,7 +19,7 @@ import pytest
 from alembic import command
 from psycopg import sql
 
-from shardq.core import db, dialect, migrate, sqlfiles
+from shardq.core import boundary, db, dialect, migrate, sqlfiles
 from shardq.core.errors import SchemaNotReady
 from shardq.ops.claims import RETURNED
 
@@ -93,6 +93,9 @@ CRDB_QUERIES = (
     "stats_sample",
     "queue_names",
     "server_version",
+    "ack_results",
+    "result",
+    "janitor_results",
 )
 # Pieces spliced into other queries: the backoff expression, the placement rule and its
 # row sources, and the coalescing insert.
@@ -100,7 +103,7 @@ FRAGMENTS = ("backoff", "batch_notify", "placement", "placement_params", "rows_u
              "insert_rows", "locate", "insert_one", "claim_where", "claim_set", "claim_returning",
              "rescue_where", "rescue_set", "promote_where", "promote_set", "claim_columns",
              "suspect", "rescue_dies", "rescue_error", "throughput_add", "task_columns",
-             "order_earliest", "order_latest", "sample_states")
+             "order_earliest", "order_latest", "sample_states", "results_notify")
 # Binary COPY (CockroachDB batches go through enqueue_many) and NOTIFY; keyed tasks'
 # requeue statements, which modify the table twice in one statement, live in
 # sql/postgresql/ only.
@@ -475,7 +478,8 @@ CLAUSES = {"claim_where": AS_CONDITION, "rescue_where": AS_CONDITION,
            "claim_columns": AS_EXPRESSION, "suspect": AS_CONDITION,
            "rescue_dies": AS_CONDITION, "rescue_error": AS_EXPRESSION,
            "task_columns": AS_EXPRESSION, "order_earliest": AS_ORDER, "order_latest": AS_ORDER,
-           "sample_states": AS_EXPRESSION, "batch_notify": AS_EXPRESSION}
+           "sample_states": AS_EXPRESSION, "batch_notify": AS_EXPRESSION,
+           "results_notify": AS_EXPRESSION}
 
 
 @pytest.mark.parametrize("name", COMPOSED)
@@ -488,7 +492,7 @@ def test_crdb_query_parses_as_one_statement(pglast: Any, name: str) -> None:
         wrapper = AS_WHERE_CLAUSE
     elif name in CLAUSES:
         wrapper = CLAUSES[name]
-    elif name == "janitor_purge_dead":  # DELETE ... LIMIT is CockroachDB's, not PostgreSQL's
+    elif name in ("janitor_purge_dead", "janitor_results"):  # DELETE ... LIMIT: CockroachDB's
         text = re.sub(r"\bLIMIT \d+\b", "", text)
     elif name in FRAGMENTS and name not in ("insert_rows", "insert_one", "throughput_add"):
         wrapper = AS_SUBQUERY
@@ -583,12 +587,44 @@ def test_crdb_periodic_fire_is_one_statement_writing_each_table_once(pglast: Any
     assert {"name", "slot", "since", "last_slot", "run", "now"} <= set(params)
 
 
+def test_crdb_results_table_and_its_expiry_index_are_hash_sharded(crdb_script: str,
+                                                                   buckets: int) -> None:
+    steps = revisions(crdb_script)
+    [create] = steps["0015->0016"]
+    assert create.startswith("CREATE TABLE IF NOT EXISTS shardq.results (")
+    assert f"CONSTRAINT results_pkey PRIMARY KEY (id) USING HASH WITH (bucket_count = {buckets})" \
+        in create
+    assert steps["0016->0017"] == [
+        "CREATE INDEX IF NOT EXISTS results_expiry ON shardq.results (expires_at) USING HASH"]
+    downgrade = render_downgrade("cockroachdb", buckets)
+    assert "DROP INDEX IF EXISTS shardq.results@results_expiry" in downgrade
+    assert "DROP TABLE IF EXISTS shardq.results" in downgrade
+
+
+def test_crdb_ack_with_results_writes_each_table_once_and_notifies_no_one(pglast: Any) -> None:
+    """The ack and its results are one statement; CockroachDB allows one write of a table
+    per statement, and has no NOTIFY (its waiting clients poll)."""
+    from pglast import ast
+
+    code = flat(strip_comments(compose("ack_results")))
+    for table in ("tasks", "throughput", "results"):
+        writes = re.findall(rf"\b(?:INSERT INTO|UPDATE|DELETE FROM) shardq\.{table}\b", code)
+        assert len(writes) == 1, table
+    assert "pg_notify" not in code
+    assert "ON CONFLICT (id) DO NOTHING" in code
+    text, params = for_postgresql_parser(compose("ack_results"))
+    (raw,) = pglast.parse_sql(text)
+    assert isinstance(raw.stmt, ast.SelectStmt)
+    assert {"ids", "tokens", "kept_ids", "kept_values", "kept_errors", "keep_s", "now"} <= set(
+        params)
+
+
 # -- discovering the layout at run time ------------------------------------------------------
 
 
 def test_layout_on_postgresql(dsn: str) -> None:
     with psycopg.connect(dsn) as conn:
-        assert db.read_layout(conn) == db.Layout(dialect.POSTGRESQL, "bucket", 16)
+        assert db.read_layout(conn) == boundary.Layout(dialect.POSTGRESQL, "bucket", 16)
 
 
 @pytest.mark.parametrize("n", BUCKET_COUNTS)
@@ -651,7 +687,7 @@ class FakeCockroach:
 def test_layout_on_cockroachdb(n: int) -> None:
     conn = FakeCockroach(shard_column(n))
     layout = db.read_layout(conn)  # type: ignore[arg-type]
-    assert layout == db.Layout(dialect.COCKROACHDB, shard_column(n), n)
+    assert layout == boundary.Layout(dialect.COCKROACHDB, shard_column(n), n)
     assert conn.seen[1] == (sqlfiles.text("schema_info", "cockroachdb"), {})
 
 
@@ -668,7 +704,7 @@ def test_layout_on_cockroachdb_without_the_table() -> None:
 
 def test_cockroachdb_dsn_is_spoken_as_postgresql() -> None:
     dsn = "cockroachdb://root@127.0.0.1:26257/shardq?sslmode=disable"
-    assert db.normalize_dsn(dsn) == "postgresql://root@127.0.0.1:26257/shardq?sslmode=disable"
+    assert boundary.normalize_dsn(dsn) == "postgresql://root@127.0.0.1:26257/shardq?sslmode=disable"
     # Alembic, on the other hand, needs the cockroachdb:// scheme to pick its dialect.
     config = migrate.alembic_config("postgresql://root@h:26257/db", dialect="cockroachdb")
     assert config.attributes["dsn"] == "cockroachdb://root@h:26257/db"

@@ -19,6 +19,8 @@ from tests.conftest import Databases
 from tests.helpers import claim_all, query, scalar, wait_for
 from tests.test_worker import Daemon
 
+pytestmark = pytest.mark.both_clients
+
 ROOT = Path(__file__).resolve().parent.parent
 QUIET_S = 1.5  # how long a paused queue is watched for a claim (the daemons poll every 0.2 s)
 

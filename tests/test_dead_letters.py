@@ -15,6 +15,8 @@ import shardq
 from shardq import Client, ManualClock
 from tests.helpers import claim_all
 
+pytestmark = pytest.mark.both_clients
+
 
 def bury(client: Client, queue: str, n: int, error: str = "boom",
          key: str | None = None) -> list[shardq.Task]:

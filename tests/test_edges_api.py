@@ -21,6 +21,8 @@ from shardq.core.validate import Arguments
 from tests.conftest import Databases
 from tests.helpers import claim_all, query, scalar
 
+pytestmark = pytest.mark.both_clients
+
 QUEUE = "edges-calls"
 TASK = "tests.test_edges_api.send_email"
 SHOWN = f"{TASK}(to, subject, body='', *, cc=None)"

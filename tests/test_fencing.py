@@ -13,7 +13,8 @@ import shardq
 from shardq import Client, LeaseLost, ManualClock
 from tests.helpers import claim_all
 
-pytestmark = pytest.mark.client_settings(backoff_base_s=0.5, backoff_jitter=0)
+pytestmark = [pytest.mark.both_clients,
+              pytest.mark.client_settings(backoff_base_s=0.5, backoff_jitter=0)]
 
 
 def reclaimed(client: Client, clock: ManualClock) -> tuple[shardq.Task, shardq.Task]:

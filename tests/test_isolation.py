@@ -160,7 +160,7 @@ def test_a_suspect_on_its_last_attempt_dies_with_its_history(
     for expiry, report in enumerate([shardq.JanitorReport(rescued=1),
                                      shardq.JanitorReport(dead=1)]):
         if expiry:  # wait out the backoff of the first rescue
-            client.statements.db.run(lambda c: c.execute(
+            client.db.run(lambda c: c.execute(
                 "UPDATE shardq.tasks SET exec_time = now()"))
         claimed = [t for b in range(client.bucket_count)
                    for t in client.claim_bucket("iso", b, lease_s=0.05)]

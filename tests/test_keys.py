@@ -13,7 +13,8 @@ import shardq
 from shardq import Client, ManualClock
 from tests.helpers import claim_all, in_threads
 
-pytestmark = pytest.mark.client_settings(backoff_base_s=1, backoff_jitter=0)
+pytestmark = [pytest.mark.both_clients,
+              pytest.mark.client_settings(backoff_base_s=1, backoff_jitter=0)]
 
 
 def rows(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:

@@ -366,3 +366,77 @@ def test_queue_purge_reads_one_bounded_range(big: psycopg.Connection[Any],
     [scan] = [n for n in plan if n.get("Index Name") == "tasks_pkey"]
     assert "bucket =" in scan["Index Cond"]
     assert scan["Actual Rows"] == LIMIT
+
+
+# -- results -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def kept(big: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
+    """``big`` with 200k kept results, half of them expired."""
+    big.execute("""
+        INSERT INTO shardq.results (id, queue, value, attempts, enqueued_at, finished_at,
+                                    expires_at)
+        SELECT gen_random_uuid(), %s, jsonb_build_object('n', g), 1, now() - interval '1 hour',
+               now() - interval '30 min', now() + (g - 100000) * interval '1 s'
+        FROM generate_series(1, 200000) AS g""", (QUEUE,))
+    big.execute("VACUUM ANALYZE shardq.results")
+    return big
+
+
+@pytest.mark.parametrize("generic", [False, True])
+@pytest.mark.parametrize("which", ["result", "task"])
+def test_a_result_lookup_probes_one_index_per_table(kept: psycopg.Connection[Any],
+                                                    which: str, generic: bool) -> None:
+    # A result a day from expiring: some of the fixture's expire while the tests run.
+    find = {"result": "SELECT id FROM shardq.results "
+                      "WHERE expires_at > now() + interval '1 day' LIMIT 1",
+            "task": "SELECT id FROM shardq.tasks LIMIT 1"}[which]
+    [(task_id,)] = kept.execute(find).fetchall()
+    text, names = numbered(composed(kept, "result", None))
+    statement = f"result_{which}_{int(generic)}"
+    params = {**PARAMS, "id": task_id}
+    with kept.transaction(force_rollback=True):
+        if generic:
+            kept.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        kept.execute(f"PREPARE {statement} AS " + text)
+        args = ", ".join(psycopg.sql.Literal(params[n]).as_string(kept) for n in names)
+        row = kept.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
+                           f"EXECUTE {statement}({args})").fetchone()
+    kept.execute(f"DEALLOCATE {statement}")
+    assert row is not None
+    plan = list(nodes(row[0][0]["Plan"]))
+    scans = [n for n in plan if n.get("Relation Name") in ("results", "tasks")]
+    assert {(n["Relation Name"], n["Node Type"], n.get("Index Name")) for n in scans} <= {
+        ("results", "Index Scan", "results_pkey"), ("tasks", "Index Scan", "tasks_ids")}
+    assert len(scans) == 2
+    assert sum(n["Actual Rows"] for n in scans) == 1
+    assert plan[0]["Actual Rows"] == 1
+
+
+def test_the_janitor_reads_only_expired_results(kept: psycopg.Connection[Any]) -> None:
+    plan = explain(kept, composed(kept, "janitor_results"), PARAMS)
+    kinds = [n["Node Type"] for n in plan]
+    assert "Seq Scan" not in kinds, kinds
+    assert "Sort" not in kinds, kinds
+    [scan] = [n for n in plan if n.get("Index Name") == "results_expiry"]
+    assert scan["Actual Rows"] == LIMIT
+    assert plan[0]["Actual Rows"] == LIMIT
+
+
+def test_an_ack_keeping_results_probes_each_task(stale: psycopg.Connection[Any]) -> None:
+    """The ack of 100 tasks that keep results, with 20k locked: one probe per task."""
+    located = held(stale, 100)
+    params = {**PARAMS, **located, "kept_ids": located["ids"], "kept_values": ["1"] * 100,
+              "kept_errors": [None] * 100, "keep_s": [60.0] * 100}
+    plan = explain(stale, composed(stale, "ack_results", None), params)
+    kinds = [n["Node Type"] for n in plan]
+    assert "Seq Scan" not in kinds, kinds
+    assert "Bitmap Heap Scan" not in kinds, kinds
+    probes = [n for n in plan if n.get("Relation Name") == "tasks"
+              and n["Node Type"] in ("Index Scan", "Index Only Scan")]
+    assert probes
+    assert all(n["Actual Rows"] <= 1 for n in probes)
+    inserted = [n for n in plan if n.get("Relation Name") == "results"]
+    assert [n["Node Type"] for n in inserted] == ["ModifyTable"]
+    assert inserted[0]["Actual Rows"] == 100  # each result written

@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 import shardq
+from shardq.core.plan import plan
 from shardq.ops import forecast, queuestats
 from shardq.worker.metrics import Metrics
 from shardq.worker.observe import StatsSampler
@@ -176,7 +177,8 @@ def test_the_smallest_id_sample_holds_for_random_ids(databases: Databases) -> No
                      "CASE WHEN g % 4 = 0 THEN 'few' ELSE 'many' END, '{}', now() "
                      "FROM generate_series(1, 40000) AS g")
     with shardq.Client(url) as client:
-        sample = queuestats.id_sample(client.statements)
+        st = client.statements
+        sample = st.perform(plan(lambda: queuestats.id_sample(st)))
     assert sample.sampled == queuestats.SAMPLE_ROWS
     for queue, real in (("many", 30_000), ("few", 10_000)):
         estimate, error = queuestats.estimate(sample, queue, "available")

@@ -15,6 +15,8 @@ from shardq.core.config import load
 from shardq.worker.config import WorkerConfig
 from tests.helpers import claim_all
 
+pytestmark = pytest.mark.both_clients
+
 
 def nothing_written(conn: psycopg.Connection[Any]) -> bool:
     return conn.execute("SELECT count(*) FROM shardq.tasks").fetchone() == (0,)
@@ -89,7 +91,7 @@ def test_a_bad_payload_late_in_a_batch_writes_none_of_it(
         assert nothing_written(connect)
     # The failing encoding ran while a COPY's reply was due: the reply was still read,
     # so no connection went back to the pool in the middle of a statement.
-    assert client.statements.db.pool.get_stats().get("returns_bad", 0) == 0
+    assert client.db.pool.get_stats().get("returns_bad", 0) == 0
     ids = client.enqueue_many("q", [{"n": n} for n in range(1_234)])
     rows = connect.execute("SELECT id, payload FROM shardq.tasks").fetchall()
     assert sorted(rows) == sorted(zip(ids, [{"n": n} for n in range(1_234)], strict=True))

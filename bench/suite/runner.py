@@ -1,7 +1,8 @@
 """One system's producer or consumer in its own process: ``python -m bench.suite.runner SPEC``.
 
 SPEC is JSON: ``{"system": "shardq"|"pgqueuer"|"procrastinate", "mode":
-"setup"|"enqueue"|"consume"|"produce", "url": ..., ...}``.  A consumer prints
+"setup"|"enqueue"|"consume"|"produce"|"async", "url": ..., ...}``
+(``async``: :mod:`bench.suite.async_arms`).  A consumer prints
 ``READY`` when it is about to start, and every mode ends with one line
 ``RESULT {json}``.  A process per run keeps the systems' threads, event loops and
 GILs apart from the harness, and lets the consumer measure its own CPU and RSS.
@@ -29,6 +30,10 @@ def system(name: str) -> ModuleType:
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     """Do what ``spec`` asks in this process and return its result."""
+    if spec["mode"] == "async":  # the async scenario's arms (bench.suite.async_arms)
+        from bench.suite import async_arms
+
+        return async_arms.run(spec)
     adapter = system(spec["system"])
     mode, url = spec["mode"], spec["url"]
     if mode == "setup":

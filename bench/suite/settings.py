@@ -69,8 +69,13 @@ class Settings:
     worker_tasks: int = 60_000
     churn_s: float = 600.0
     churn_rate: float = 200.0
+    async_callers: int = 100  # concurrent coroutines (threads for the blocking Client)
+    async_single_tasks: int = 5_000
+    async_batches: tuple[int, ...] = (100, 1_000)
+    async_batched_tasks: int = 100_000
+    async_in_flight: int = 1_000
     scenarios: tuple[str, ...] = ("enqueue", "drain", "pickup", "backlog", "ablation", "cost",
-                                  "fleet", "processes")
+                                  "fleet", "processes", "async")
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -82,4 +87,5 @@ def quick_settings() -> Settings:
         claim_samples=20, ablation_buckets=(1, 64), ablation_claimers=(2, 32),
         ablation_tasks=2_000, fleet_buckets=(1, 16), fleet_clients=(8, 32), fleet_tasks=8_000,
         worker_processes=(2,), worker_buckets=(16,), worker_tasks=2_000, churn_s=3.0,
-        churn_rate=100.0)
+        churn_rate=100.0, async_single_tasks=200, async_batches=(100,),
+        async_batched_tasks=10_000)

@@ -21,11 +21,16 @@ from bench.suite.probe import QUEUE, Probe, send_paced_async
 NAME = "pgqueuer"
 
 
-async def _connect(url: str) -> asyncpg.Connection:
+def connect_kwargs(url: str) -> dict[str, Any]:
+    """asyncpg's connection arguments for the database ``url`` names."""
     info = conninfo_to_dict(url)
-    return await asyncpg.connect(
-        host=info.get("host"), port=int(info.get("port") or 5432), user=info.get("user"),
-        database=info.get("dbname"), password=info.get("password") or None)
+    return {"host": info.get("host"), "port": int(info.get("port") or 5432),
+            "user": info.get("user"), "database": info.get("dbname"),
+            "password": info.get("password") or None}
+
+
+async def _connect(url: str) -> asyncpg.Connection:
+    return await asyncpg.connect(**connect_kwargs(url))
 
 
 def setup(url: str) -> None:

@@ -18,6 +18,7 @@ import psycopg
 
 from shardq.client import Client
 from shardq.core import sqlfiles
+from shardq.core.config import ClientConfig
 from shardq.ops import vacuum
 from shardq.worker.config import WorkerConfig
 
@@ -29,8 +30,6 @@ DEAD_ROWS_BEHIND = 50_000
 OLD_XMIN_S = 600.0  # a snapshot this old holds back every vacuum of the database
 # A B-tree entry of shardq's indexes is at most about this many bytes (key, tuple
 # header, line pointer); pages are filled to 90% at most.
-BLOATED_FACTOR = 3.0
-INDEX_MIN_BYTES = 8 * 1024 * 1024  # smaller indexes are not worth a REINDEX
 PID_SAMPLES = 8
 NOTIFY_WAIT_S = 2.0
 CHANNEL = "shardq_doctor"
@@ -98,18 +97,17 @@ def autovacuum(conn: Conn) -> Finding:
     return Finding("autovacuum", True, seen)
 
 
-def index_bloat(conn: Conn) -> Finding:
-    """shardq.tasks' indexes whose size is several times what their entries need."""
+def index_bloat(conn: Conn, config: ClientConfig) -> Finding:
+    """shardq.tasks' indexes that the vacuum step's rule calls bloated (the settings
+    ``reindex_bloat_ratio`` and ``reindex_min_bytes``; see :func:`vacuum.bloated`)."""
     rows = conn.execute(sqlfiles.plain("index_bloat")).fetchall()
-    bloated = []
-    for name, size, entries, entry_bytes, _valid in rows:
-        needed = entries * entry_bytes / 0.9  # key, header, line pointer; fill 90%
-        if size > INDEX_MIN_BYTES and size > BLOATED_FACTOR * max(needed, 8192):
-            bloated.append(f"{name} ({size / 2**20:.0f} MiB, ~{needed / 2**20:.0f} MiB needed)")
+    over = vacuum.bloated(rows, config)
     seen = f"{len(rows)} indexes, {sum(r[1] for r in rows) / 2**20:.1f} MiB"
-    if bloated:
-        names = ", ".join(b.split(" ")[0] for b in bloated)
-        return Finding("index bloat", False, seen + "; bloated: " + "; ".join(bloated),
+    if over:
+        names = ", ".join(b.name for b in over)
+        shown = "; ".join(f"{b.name} ({b.size / 2**20:.0f} MiB, ~{b.needed / 2**20:.0f} MiB "
+                          "needed)" for b in over)
+        return Finding("index bloat", False, seen + "; bloated: " + shown,
                        f"REINDEX INDEX CONCURRENTLY for each of {names} (no lock on "
                        "claims; the janitor's vacuum step does it where its role may), "
                        "and see that autovacuum keeps up")
@@ -175,7 +173,7 @@ def examine(client: Client, worker: WorkerConfig) -> list[Finding]:
     checks: list[tuple[str, Callable[[Conn], Finding]]] = [
         ("server version", server_version),
         ("autovacuum", autovacuum),
-        ("index bloat", index_bloat),
+        ("index bloat", lambda conn: index_bloat(conn, client.config)),
         ("janitor vacuum", maintenance),
         ("pool size", lambda conn: connections(conn, client, worker)),
     ]

@@ -277,7 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("target", help="module:app (a shardq.App) or module:function (a raw handler)")
     add_arguments(p, WorkerConfig)
 
-    p = command("janitor", cmd_janitor, "rescue expired leases and apply due head starts")
+    p = command("janitor", cmd_janitor,
+                "rescue expired leases, apply due head starts, delete expired results")
     p.add_argument("--once", action="store_true", help="one pass over every bucket, then exit")
 
     p = sub.add_parser("db", help="the embedded PostgreSQL")

@@ -45,10 +45,11 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
     slo = args.slo_s or None
     with _client(args) as client:
+        st = client.statements
         if args.queue:
-            figures = [queuestats.stats(client.statements, args.queue, slo)]
+            figures = [st.perform(queuestats.stats(st, args.queue, slo))]
         else:
-            figures = queuestats.queues(client.statements, slo)
+            figures = st.perform(queuestats.queues(st, slo))
     if not args.json:
         table.show(figures)
     elif args.queue:
@@ -66,7 +67,8 @@ def cmd_top(args: argparse.Namespace) -> int:
     from shardq.ops import queuestats  # rich and the figures: this command only
 
     with _client(args) as client:
-        table.top(lambda: queuestats.queues(client.statements, args.slo_s or None))
+        st = client.statements
+        table.top(lambda: st.perform(queuestats.queues(st, args.slo_s or None)))
     return 0
 
 

@@ -1,37 +1,52 @@
-"""The connection pool, engine detection, and the retry/error boundary around statements."""
+"""The blocking runner: a pool of psycopg connections, and plans driven on them under a
+deadline, with the retries and errors of :mod:`shardq.core.boundary`."""
 
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from contextlib import closing, nullcontext
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg_pool import ConnectionPool
 from tenacity import (
-    RetryCallState,
     Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_random_exponential,
 )
-from tenacity.stop import stop_base
 
-from shardq.core import dialect, sqlfiles
+from shardq.core.boundary import (
+    DeadlineExceeded,
+    Layout,
+    NotSent,
+    cause,
+    connect_kwargs,
+    first_contact_error,
+    first_retry_wait_s,
+    layout_steps,
+    normalize_dsn,
+    retry_policy,
+    retryable,
+    translate,
+)
 from shardq.core.config import ClientConfig
+from shardq.core.copyio import EndThenWork
 from shardq.core.deadline import Guard, Watchdog
-from shardq.core.dialect import Dialect
 from shardq.core.errors import (
-    ConfigError,
-    ConnectionLost,
-    ShardqError,
     Unavailable,
     is_connection_loss,
-    is_transient,
-    map_db_error,
+)
+from shardq.core.plan import (
+    CopyIn,
+    Done,
+    Execute,
+    Fetch,
+    Plan,
+    Request,
+    Steps,
+    Wait,
+    advance,
+    own_block,
 )
 from shardq.core.redaction import redact
 
@@ -41,46 +56,57 @@ T = TypeVar("T")
 Conn = psycopg.Connection[Any]
 
 RETRY_ATTEMPTS = 6
+FIRST_RETRY_WAIT_S = 0.1
 
 
-@dataclass(frozen=True)
-class Layout:
-    """What the schema in the database looks like to shardq."""
-
-    dialect: Dialect
-    bucket_column: str
-    bucket_count: int
+def read_layout(conn: Conn) -> Layout:
+    """The layout of the schema ``conn`` reaches (see :func:`layout_steps`)."""
+    return drive(layout_steps(), conn, own=True)
 
 
-def normalize_dsn(dsn: str) -> str:
-    """A libpq DSN: ``cockroachdb://`` (accepted for clarity) is spoken as postgresql://."""
-    scheme, sep, rest = dsn.partition("://")
-    if sep and scheme.startswith("cockroachdb"):
-        return "postgresql://" + rest
-    return dsn
+def drive(steps: Steps[T], conn: Conn, *, own: bool) -> T:
+    """Run an operation's generator on ``conn`` (``own``: a pooled connection), request by
+    request; a request's error is raised at the operation's yield."""
+    outcome = advance(steps)
+    while not isinstance(outcome, Done):
+        outcome = advance(steps, *_settled(outcome, conn, own))
+    return outcome.value
 
 
-def detect_dialect(conn: psycopg.Connection[Any]) -> Dialect:
-    """The server's dialect, from its version string."""
-    row = conn.execute(sqlfiles.plain("server_version")).fetchone()
-    return dialect.from_version(str(row[0]) if row else "")
+def _settled(request: Request, conn: Conn, own: bool) -> tuple[Any, Exception | None]:
+    try:
+        return _perform(request, conn, own), None
+    except Exception as exc:  # the operation's to catch, at its yield
+        return None, exc
 
 
-def read_layout(conn: psycopg.Connection[Any]) -> Layout:
-    """Find the bucket column and count of the tasks table, or raise SchemaNotReady."""
-    found = detect_dialect(conn)
-    rows = conn.execute(sqlfiles.text("schema_info", found.name), {}).fetchall()
-    column, count = found.bucket_column({str(r[0]): str(r[1]) for r in rows})
-    return Layout(found, column, count)
+def _perform(request: Request, conn: Conn, own: bool) -> Any:
+    if isinstance(request, Fetch):
+        if request.row_factory is None:
+            return conn.execute(request.query, request.params).fetchall()
+        return conn.cursor(row_factory=request.row_factory).execute(
+            request.query, request.params).fetchall()
+    if isinstance(request, Execute):
+        return conn.execute(request.query, request.params).rowcount
+    if isinstance(request, CopyIn):  # the client's next work overlaps the server's writing
+        cursor = conn.cursor()
+        with cursor.copy(request.query, writer=EndThenWork(cursor, request.meanwhile)) as copy:
+            copy.write(request.data)
+        return None
+    if isinstance(request, Wait):
+        return _wait(conn, request)
+    with conn.transaction() if own_block(conn, own=own) else nullcontext():
+        return drive(request.steps(), conn, own=own)
 
 
-class DeadlineExceeded(psycopg.OperationalError):
-    """A unit of work overran its deadline and its connection was cut (a lost connection,
-    as far as retries go: whether the server applied it is unknown)."""
-
-
-class NotSent(Exception):
-    """No connection could be had, so nothing was sent: the work may simply run again."""
+def _wait(conn: Conn, request: Wait) -> bool:
+    if request.channel is None:
+        time.sleep(request.timeout_s)
+        return False
+    # Closed at once when the notification comes: until then it holds the
+    # connection's lock, which the plan's next statement needs.
+    with closing(conn.notifies(timeout=request.timeout_s)) as heard:
+        return any(request.hears(n.channel, n.payload) for n in heard)
 
 
 def in_utc(conn: Conn) -> None:
@@ -107,11 +133,10 @@ class Database:
         self.connect_timeout_s, self.statement_timeout_s = connect_timeout_s, statement_timeout_s
         self._watchdog = Watchdog()
         self._cutoff: float | None = None
-        # libpq takes whole seconds and treats less than 2 as 2.
-        connect_kwargs: dict[str, Any] = {"connect_timeout": max(2, math.ceil(connect_timeout_s))}
+        kwargs = connect_kwargs(connect_timeout_s)
         # Connect once directly: a wrong address, password or database name then fails
         # at once with the server's own words, not after a pool's wait.
-        self.layout = self._first_contact(connect_kwargs)
+        self.layout = self._first_contact(kwargs)
         self.pool: ConnectionPool[Conn] = ConnectionPool(
             self.dsn,
             min_size=1,
@@ -121,7 +146,7 @@ class Database:
             # many times, and a janitor's per-bucket statements reach a connection
             # about once a second each, so they were parsed and planned afresh for a
             # worker's first minute.  A drain of 50k tasks ran 1.2x as fast.
-            kwargs={"autocommit": True, "prepare_threshold": 0, **connect_kwargs},
+            kwargs={"autocommit": True, "prepare_threshold": 0, **kwargs},
             configure=in_utc,
             open=False,
             name="shardq",
@@ -131,7 +156,7 @@ class Database:
             self.pool.open(wait=True, timeout=connect_timeout_s + 1)
         except psycopg.OperationalError as exc:
             self.pool.close()
-            raise Unavailable(f"cannot connect to {redact(self.dsn)}: {_cause(exc)}") from exc
+            raise Unavailable(f"cannot connect to {redact(self.dsn)}: {cause(exc)}") from exc
 
     @classmethod
     def for_config(cls, dsn: str, config: ClientConfig, *, max_size: int | None = None
@@ -141,18 +166,12 @@ class Database:
                    connect_timeout_s=config.connect_timeout_s,
                    statement_timeout_s=config.statement_timeout_s)
 
-    def _first_contact(self, connect_kwargs: dict[str, Any]) -> Layout:
+    def _first_contact(self, kwargs: dict[str, Any]) -> Layout:
         try:
-            with psycopg.connect(self.dsn, autocommit=True, **connect_kwargs) as conn:
+            with psycopg.connect(self.dsn, autocommit=True, **kwargs) as conn:
                 return read_layout(conn)
-        except ShardqError:
-            raise
-        except psycopg.ProgrammingError as exc:
-            raise ConfigError(f"invalid DSN {redact(self.dsn)}: {_cause(exc)}") from exc
-        except psycopg.OperationalError as exc:
-            raise Unavailable(f"cannot connect to {redact(self.dsn)}: {_cause(exc)}") from exc
         except psycopg.Error as exc:
-            raise map_db_error(exc) from exc
+            raise first_contact_error(exc, self.dsn) from exc
 
     def finish_within(self, seconds: float) -> None:
         """Give up on any work (and retries) that would end later than ``seconds`` from
@@ -162,7 +181,7 @@ class Database:
         self._watchdog.cap(self._cutoff)
 
     def run(self, work: Callable[[Conn], T], conn: Conn | None = None, *,
-            idempotent: bool = True) -> T:
+            idempotent: bool = True, wait_s: float = 0.0) -> T:
         """Run ``work`` on a pooled connection under a deadline, retried when that is safe.
 
         Serialization failures and failures to get a connection (nothing was sent)
@@ -170,49 +189,48 @@ class Database:
         it is retried only when ``idempotent`` (running it again cannot apply it
         twice); otherwise it raises :class:`ConnectionLost`.  With ``conn`` (the
         caller's own connection and transaction) the work runs there once: a retry
-        would have to replay the caller's transaction.
+        would have to replay the caller's transaction.  ``wait_s`` extends the deadline
+        by the time ``work`` may spend waiting for notifications.
         """
         try:
             if conn is not None:
                 return work(conn)
-            for attempt in Retrying(
-                retry=retry_if_exception(lambda exc: self._retryable(exc, idempotent)),
-                stop=stop_after_attempt(RETRY_ATTEMPTS) | stop_when(self._past_cutoff),
-                wait=wait_random_exponential(multiplier=0.05, max=2.0),
-                reraise=True,
-            ):
+            try:
+                return self._attempt(work, wait_s)
+            except Exception as exc:
+                if not retryable(exc, idempotent) or self._past_cutoff():
+                    raise
+            time.sleep(first_retry_wait_s())
+            for attempt in Retrying(**retry_policy(idempotent, self._past_cutoff)):
                 with attempt:
-                    return self._attempt(work)
-        except ShardqError:
-            raise
-        except NotSent as exc:
-            cause = exc.__cause__
-            raise Unavailable(f"cannot connect to {redact(self.dsn)}: "
-                              f"{_cause(cause) if cause else exc}") from cause
-        except psycopg.Error as exc:
-            if is_connection_loss(exc):
-                raise ConnectionLost(f"connection lost: {_cause(exc)}") from exc
-            raise map_db_error(exc) from exc
+                    return self._attempt(work, wait_s)
+        except Exception as exc:
+            mapped = translate(exc, self.dsn)
+            if mapped is exc:
+                raise
+            raise mapped from exc
         raise AssertionError("unreachable: tenacity reraises the last error")
 
-    def _retryable(self, exc: BaseException, idempotent: bool) -> bool:
-        if isinstance(exc, NotSent) or is_transient(exc):
-            return True
-        return idempotent and is_connection_loss(exc)
+    def perform(self, plan: Plan[T]) -> T:
+        """Run ``plan``: on a pooled connection with :meth:`run`'s deadline and retries, or
+        once on the caller's own connection."""
+        own = plan.conn is None
+        return self.run(lambda conn: drive(plan.steps(), conn, own=own), plan.conn,
+                        idempotent=plan.idempotent, wait_s=plan.wait_s)
 
     def _past_cutoff(self) -> bool:
         return self._cutoff is not None and time.monotonic() >= self._cutoff
 
-    def _timeouts(self) -> tuple[float, float]:
+    def _timeouts(self, wait_s: float) -> tuple[float, float]:
         """How long to wait for a connection, and the deadline of the work itself."""
-        wait, deadline = self.pool.timeout, self.statement_timeout_s
+        wait, deadline = self.pool.timeout, self.statement_timeout_s + wait_s
         if self._cutoff is not None:
             left = max(0.01, self._cutoff - time.monotonic())
             wait, deadline = min(wait, left), min(deadline, left)
         return wait, deadline
 
-    def _attempt(self, work: Callable[[Conn], T]) -> T:
-        wait, deadline = self._timeouts()
+    def _attempt(self, work: Callable[[Conn], T], wait_s: float) -> T:
+        wait, deadline = self._timeouts(wait_s)
         try:
             conn = self.pool.getconn(timeout=wait)
         except psycopg.OperationalError as exc:  # PoolTimeout included
@@ -244,18 +262,3 @@ class Database:
             wait = min(wait, max(0.1, self._cutoff - time.monotonic()))
         self.pool.close(timeout=wait)
 
-
-class stop_when(stop_base):
-    """A tenacity stop condition from a plain predicate."""
-
-    def __init__(self, predicate: Callable[[], bool]) -> None:
-        self.predicate = predicate
-
-    def __call__(self, retry_state: RetryCallState) -> bool:
-        return self.predicate()
-
-
-def _cause(exc: BaseException) -> str:
-    """The first line of a driver error: libpq's own words, without its hints."""
-    text = str(exc).strip()
-    return redact(text.splitlines()[0] if text else type(exc).__name__)

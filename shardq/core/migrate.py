@@ -17,7 +17,7 @@ from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 from sqlalchemy.exc import OperationalError
 
-from shardq.core.db import normalize_dsn
+from shardq.core.boundary import normalize_dsn
 from shardq.core.errors import ConfigError, Unavailable
 from shardq.core.redaction import redact
 

@@ -64,6 +64,7 @@ FRAGMENTS = {
     "order": "order_earliest",
     "sample_states": "sample_states",
     "notified": "batch_notify",
+    "results_notify": "results_notify",
 }
 
 

@@ -1,8 +1,8 @@
-"""The statements layer: named SQL run against one schema with shared parameters.
+"""The statements layer: named SQL for one schema with shared parameters.
 
 :class:`Statements` holds what every feature module needs to talk to the database:
-the connection pool, the schema's layout and dialect, the client's settings and
-the clock.  Feature modules (:mod:`shardq.ops.produce`, :mod:`shardq.ops.settle`,
+the runner (with the schema's layout and dialect), the client's settings and the
+clock.  Feature modules (:mod:`shardq.ops.produce`, :mod:`shardq.ops.settle`,
 :mod:`shardq.ops.keys`, :mod:`shardq.ops.janitor`, :mod:`shardq.ops.deadletters`,
 :mod:`shardq.ops.inspection`, :mod:`shardq.spark.merge`) take one of these, so each can
 be used and tested without a :class:`shardq.Client`.
@@ -16,18 +16,24 @@ from typing import Any, TypeVar
 from psycopg.rows import RowFactory
 
 from shardq.core import sqlfiles
+from shardq.core.adb import AsyncDatabase
+from shardq.core.boundary import Layout
 from shardq.core.clock import Clock, DatabaseClock
 from shardq.core.config import ClientConfig
-from shardq.core.db import Conn, Database, Layout
+from shardq.core.db import Conn, Database
 from shardq.core.dialect import Dialect
+from shardq.core.plan import Execute, Fetch, Plan, single
 
 T = TypeVar("T")
 
 
 class Statements:
-    """Composes named queries for one schema and runs them through its :class:`Database`."""
+    """Composes named queries for one schema into requests (:meth:`fetch`,
+    :meth:`execute`) that operations yield; blocking code may also run them at once
+    (:meth:`all`, :meth:`one`, :meth:`perform`)."""
 
-    def __init__(self, db: Database, config: ClientConfig, clock: Clock | None = None) -> None:
+    def __init__(self, db: Database | AsyncDatabase, config: ClientConfig,
+                 clock: Clock | None = None) -> None:
         self.db, self.config = db, config
         self.clock: Clock = clock or DatabaseClock()
 
@@ -61,25 +67,39 @@ class Statements:
         return {"now": self.clock.now(), "backoff_base_s": c.backoff_base_s,
                 "backoff_cap_s": c.backoff_cap_s, "backoff_jitter": c.backoff_jitter, **values}
 
+    def fetch(self, query: str | bytes, values: Mapping[str, Any] | None = None, *,
+              row_factory: RowFactory[Any] | None = None) -> Fetch:
+        """The request of one statement (a query's name, or a composed query's bytes) with
+        ``values``; its result is every row.  The parameters are made here, once, so a
+        retried statement sends the same ones."""
+        composed = self.query(query) if isinstance(query, str) else query
+        return Fetch(composed, self.params(**(values or {})), row_factory)
+
+    def execute(self, query: str | bytes, values: Mapping[str, Any] | None = None) -> Execute:
+        """The request of one statement whose result is how many rows it changed."""
+        composed = self.query(query) if isinstance(query, str) else query
+        return Execute(composed, self.params(**(values or {})))
+
+    # -- blocking use (the worker's loops and maintenance) -------------------------
+
+    def blocking(self) -> Database:
+        """The blocking runner; raises TypeError on an asyncio client's statements."""
+        if not isinstance(self.db, Database):
+            raise TypeError("a blocking statement on the statements of an AsyncClient")
+        return self.db
+
+    def perform(self, plan: Plan[T]) -> T:
+        """Run ``plan`` with the blocking runner (see :meth:`Database.perform`)."""
+        return self.blocking().perform(plan)
+
     def run(self, work: Callable[[Conn], T], conn: Conn | None = None) -> T:
         """Run ``work`` on a pooled connection with retries, or once on ``conn``."""
-        return self.db.run(work, conn)
+        return self.blocking().run(work, conn)
 
     def all(self, query: str | bytes, values: Mapping[str, Any] | None = None, *,
             conn: Conn | None = None, row_factory: RowFactory[Any] | None = None) -> list[Any]:
-        """Every row of one statement (a query's name, or a composed query's bytes) with
-        ``values``.
-
-        The parameters are made once, so a retried statement sends the same ones.
-        """
-        composed = self.query(query) if isinstance(query, str) else query
-        params = self.params(**(values or {}))
-
-        def work(c: Conn) -> list[Any]:
-            cursor = c.cursor(row_factory=row_factory) if row_factory else c.cursor()
-            return cursor.execute(composed, params).fetchall()
-
-        return self.run(work, conn)
+        """Every row of one statement (see :meth:`fetch`), run now."""
+        return self.perform(single(self.fetch(query, values, row_factory=row_factory), conn))
 
     def one(self, query: str | bytes, values: Mapping[str, Any] | None = None, *,
             conn: Conn | None = None, row_factory: RowFactory[Any] | None = None) -> Any:

@@ -74,6 +74,41 @@ class TaskInfo:
     """available, scheduled (available but not yet due), locked or dead."""
 
 
+@dataclass(frozen=True)
+class TaskResult:
+    """What became of one task, as :meth:`Client.result` finds it.
+
+    ``status`` is one of:
+
+    - ``"pending"``: waiting to run, or scheduled for later (a retry included);
+    - ``"running"``: claimed by a worker now;
+    - ``"succeeded"``: done, and its handler's return value kept (``value``);
+    - ``"failed"``: dead, with ``error`` its last error;
+    - ``"unknown"``: never enqueued, done without a kept result, cancelled, purged, or
+      its result expired.
+
+    A succeeded task whose return value could not be kept (not JSON, or larger than
+    ``max_payload_bytes``) has ``value`` None and ``error`` saying why.
+    """
+
+    id: UUID
+    status: str
+    value: Any = None
+    """What the handler returned, as JSON reads back (tuples become lists, say)."""
+    error: str | None = None
+    attempts: int | None = None
+    """Attempts the task had (or has had so far); None when unknown."""
+    enqueued_at: datetime | None = None
+    finished_at: datetime | None = None
+    """When it succeeded, or died; None before."""
+    queue: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        """Whether the task is done for good: succeeded or failed."""
+        return self.status in ("succeeded", "failed")
+
+
 class TaskId(UUID):
     """A task id returned by an enqueue; ``coalesced`` is True when the call added no task
     but updated the waiting task of its key (whose id this is)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from json import JSONDecoder
 from typing import Any
@@ -12,7 +12,7 @@ from psycopg.errors import UniqueViolation
 from psycopg.rows import RowFactory, RowMaker
 
 from shardq.core import validate
-from shardq.core.db import Conn
+from shardq.core.plan import Fetch, Plan, Steps
 from shardq.core.statements import Statements
 from shardq.core.task import Task
 
@@ -39,32 +39,58 @@ def task_rows(queue: str, token: UUID) -> RowFactory[Task]:
 
 
 def claim_bucket(st: Statements, queue: str, bucket: int, *, limit: int,
-                 lease_s: float | None) -> list[Task]:
+                 lease_s: float | None) -> Plan[list[Task]]:
     """Claim up to ``limit`` eligible tasks of ``queue`` from one bucket (one statement)."""
     validate.queue_name(queue)
     validate.claim(bucket, st.bucket_count, limit, lease_s)
+    return Plan(_claimer(st, queue, bucket, limit, lease_s))
+
+
+def claim(st: Statements, queue: str, start: int, *, limit: int,
+          lease_s: float | None) -> Plan[list[Task]]:
+    """Claim up to ``limit`` eligible tasks of ``queue`` from the first bucket, from
+    ``start`` round, that has any (one statement per bucket visited)."""
+    validate.queue_name(queue)
+    validate.claim(None, st.bucket_count, limit, lease_s)
+    n = st.bucket_count
+    buckets = [_claimer(st, queue, (start + step) % n, limit, lease_s) for step in range(n)]
+
+    def steps() -> Steps[list[Task]]:
+        for bucket in buckets:
+            tasks = yield from bucket()
+            if tasks:
+                return tasks
+        return []
+
+    return Plan(steps)
+
+
+def _claimer(st: Statements, queue: str, bucket: int, limit: int,
+             lease_s: float | None) -> Callable[[], Steps[list[Task]]]:
+    """The steps of one bucket's claim, run afresh on each attempt."""
     lease = lease_s if lease_s is not None else st.config.lease_s
-    query = st.query("claim", limit)
     # One lease token for the whole claim, made here: a claim whose reply was lost
     # after the server committed finds what it took by it (claim_recover).
     token = uuid4()
     params = st.params(queue=queue, bucket=bucket, lease_s=lease, token=token)
     rows = task_rows(queue, token)
+    take = Fetch(st.query("claim", limit), params, rows)
+    recover = Fetch(st.query("claim_recover"), params, rows)
     tries = 0
 
-    def work(c: Conn) -> list[Task]:
+    def steps() -> Steps[list[Task]]:
         nonlocal tries
         tries += 1
-        cursor = c.cursor(row_factory=rows)
         if tries > 1:
-            taken = cursor.execute(st.query("claim_recover"), params).fetchall()
+            taken: list[Task] = yield recover
             if taken:
                 return taken
         try:
-            return cursor.execute(query, params).fetchall()
+            claimed: list[Task] = yield take
         except UniqueViolation:
             # Two claims raced for two tasks of one key; tasks_running_keys let one
             # win.  This bucket is simply tried again later.
             return []
+        return claimed
 
-    return st.run(work)
+    return steps

@@ -1,5 +1,7 @@
 """Queue control: pause and resume a queue, cancel a task, purge a queue's waiting tasks.
 
+Each operation is a :class:`~shardq.core.plan.Plan` (run it with ``st.perform(plan)``,
+or an asyncio runner's ``perform``); its arguments are checked when the plan is made.
 The paused state lives in ``shardq.queues`` and every claim checks it, so it holds
 for every worker at once and survives restarts; resuming deletes the queue's row.
 Pause and resume refuse a queue with no tasks, no pause and no recent activity (a
@@ -18,6 +20,7 @@ from uuid import UUID
 
 from shardq.core import validate
 from shardq.core.errors import UnknownQueue
+from shardq.core.plan import Plan, Steps, plan
 from shardq.core.statements import Statements
 
 PURGE_BATCH = 1000  # tasks one purge statement deletes at most: short locks, short WAL bursts
@@ -38,68 +41,93 @@ class Cancelled:
         return self.status == "locked"
 
 
-def pause(st: Statements, queue: str, *, create: bool = False) -> datetime:
-    """Pause ``queue``: it keeps accepting tasks and hands out none.  Returns when it
-    was paused (the first pause's time when it already was).  A queue shardq does not
-    know (see :func:`known`) is refused with :class:`UnknownQueue` unless ``create``."""
+def pause(st: Statements, queue: str, *, create: bool = False) -> Plan[datetime]:
+    """Pause ``queue``: it keeps accepting tasks and hands out none.  The plan's value is
+    when it was paused (the first pause's time when it already was).  A queue shardq
+    does not know (see :func:`known`) is refused with :class:`UnknownQueue` unless
+    ``create``."""
     name = validate.queue_name(queue)
-    if not create and not known(st, name):
-        raise UnknownQueue(name, names(st), "to pause it before its first task, pass "
-                                            "create=True")
-    row = st.one("queue_pause", {"queue": name})
-    paused_at: datetime = row[0]
-    return paused_at
+
+    def steps() -> Steps[datetime]:
+        if not create and not (yield from known(st, name)):
+            raise UnknownQueue(name, (yield from names(st)), "to pause it before its first "
+                                                             "task, pass create=True")
+        rows = yield st.fetch("queue_pause", {"queue": name})
+        paused_at: datetime = rows[0][0]
+        return paused_at
+
+    return plan(steps)
 
 
-def resume(st: Statements, queue: str) -> bool:
-    """Resume ``queue``; returns whether it was paused.  A queue shardq does not know
-    (see :func:`known`) is refused with :class:`UnknownQueue`."""
+def resume(st: Statements, queue: str) -> Plan[bool]:
+    """Resume ``queue``; the plan's value is whether it was paused.  A queue shardq does
+    not know (see :func:`known`) is refused with :class:`UnknownQueue`."""
     name = validate.queue_name(queue)
-    row = st.one("queue_resume", {"queue": name})
-    if row is not None and row[0] is not None:
-        return True
-    if not known(st, name):
-        raise UnknownQueue(name, names(st))
-    return False
+
+    def steps() -> Steps[bool]:
+        rows = yield st.fetch("queue_resume", {"queue": name})
+        if rows and rows[0][0] is not None:
+            return True
+        if not (yield from known(st, name)):
+            raise UnknownQueue(name, (yield from names(st)))
+        return False
+
+    return plan(steps)
 
 
-def known(st: Statements, queue: str) -> bool:
-    """Whether ``queue`` has tasks, is paused, or was active in the last hour: the
-    queues that ``stats`` lists."""
-    found: bool = st.one("queue_known", {"queue": queue, "bucket_count": st.bucket_count})[0]
+def known(st: Statements, queue: str) -> Steps[bool]:
+    """Steps (for ``yield from``): whether ``queue`` has tasks, is paused, or was active
+    in the last hour: the queues that ``stats`` lists."""
+    rows = yield st.fetch("queue_known", {"queue": queue, "bucket_count": st.bucket_count})
+    found: bool = rows[0][0]
     return found
 
 
-def names(st: Statements) -> list[str]:
-    """Every queue shardq knows (see :func:`known`), sorted."""
-    return [row[0] for row in st.all("queue_names", {"bucket_count": st.bucket_count})]
+def names(st: Statements) -> Steps[list[str]]:
+    """Steps (for ``yield from``): every queue shardq knows (see :func:`known`), sorted."""
+    rows = yield st.fetch("queue_names", {"bucket_count": st.bucket_count})
+    return [row[0] for row in rows]
 
 
-def paused(st: Statements) -> dict[str, datetime]:
+def paused(st: Statements) -> Plan[dict[str, datetime]]:
     """Every paused queue and when it was paused."""
-    return {name: at for name, at in st.all("queue_states")}
+    def steps() -> Steps[dict[str, datetime]]:
+        rows = yield st.fetch("queue_states")
+        return {name: at for name, at in rows}
+
+    return plan(steps)
 
 
-def cancel(st: Statements, task_id: UUID | str) -> Cancelled:
+def cancel(st: Statements, task_id: UUID | str) -> Plan[Cancelled]:
     """Cancel a waiting or running task (its row is deleted); see the module's docstring."""
     tid = validate.task_id(task_id)
-    row = st.one("task_cancel", {"id": tid})
-    return Cancelled(tid, row[0] if row else None)
+
+    def steps() -> Steps[Cancelled]:
+        rows = yield st.fetch("task_cancel", {"id": tid})
+        return Cancelled(tid, rows[0][0] if rows else None)
+
+    return plan(steps)
 
 
-def purge(st: Statements, queue: str, at_most: int | None = None) -> int:
+def purge(st: Statements, queue: str, at_most: int | None = None) -> Plan[int]:
     """Delete every waiting task (due or scheduled) of ``queue``, bucket by bucket in
-    batches of :data:`PURGE_BATCH`; running and dead tasks stay.  With ``at_most``, stop
-    once that many are deleted (a bounded call; call again for the rest).  Returns how
-    many were deleted."""
+    batches of :data:`PURGE_BATCH` (each its own statement: no long transaction); running
+    and dead tasks stay.  With ``at_most``, stop once that many are deleted (a bounded
+    call; call again for the rest).  The plan's value is how many were deleted; an
+    attempt retried after a failure starts over, which deletes nothing twice but counts
+    only what the last attempt deleted."""
     name = validate.queue_name(queue)
-    removed = 0
-    for bucket in range(st.bucket_count):
-        while at_most is None or removed < at_most:
-            limit = PURGE_BATCH if at_most is None else min(PURGE_BATCH, at_most - removed)
-            batch = len(st.all(st.query("queue_purge", limit), {"queue": name,
-                                                                "bucket": bucket}))
-            removed += batch
-            if batch < limit:
-                break
-    return removed
+
+    def steps() -> Steps[int]:
+        removed = 0
+        for bucket in range(st.bucket_count):
+            while at_most is None or removed < at_most:
+                limit = PURGE_BATCH if at_most is None else min(PURGE_BATCH, at_most - removed)
+                batch = len((yield st.fetch(st.query("queue_purge", limit),
+                                            {"queue": name, "bucket": bucket})))
+                removed += batch
+                if batch < limit:
+                    break
+        return removed
+
+    return plan(steps)

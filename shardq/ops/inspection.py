@@ -1,4 +1,6 @@
-"""Reading tasks back: one task's record (a queue's figures are :mod:`shardq.ops.queuestats`)."""
+"""Reading tasks back: one task's record, or a queue's tasks in one state (a queue's
+figures are :mod:`shardq.ops.queuestats`).  Each read is a
+:class:`~shardq.core.plan.Plan` whose arguments are checked when it is made."""
 
 from __future__ import annotations
 
@@ -9,33 +11,42 @@ from uuid import UUID
 from psycopg.rows import dict_row
 
 from shardq.core import validate
+from shardq.core.plan import Plan, Steps, plan
 from shardq.core.statements import Statements
 from shardq.core.task import TaskInfo
 
 
-def get(st: Statements, task_id: UUID | str) -> TaskInfo | None:
+def get(st: Statements, task_id: UUID | str) -> Plan[TaskInfo | None]:
     """Everything stored about one task, or None if it is gone (finished or purged).
 
     Where the id names its bucket (PostgreSQL) the lookup stays in that bucket.
     """
     tid = validate.task_id(task_id)
-    bucket = st.dialect.bucket_of(tid, st.bucket_count)
-    row = st.one("get", {"id": tid, "bucket": bucket}, row_factory=dict_row)
-    return info(row) if row else None
+    values = {"id": tid, "bucket": st.dialect.bucket_of(tid, st.bucket_count)}
+
+    def steps() -> Steps[TaskInfo | None]:
+        rows = yield st.fetch("get", values, row_factory=dict_row)
+        return info(rows[0]) if rows else None
+
+    return plan(steps)
 
 
 def tasks(st: Statements, queue: str, status: str, limit: int, *, newest: bool = False,
-          after: datetime | None = None, before: datetime | None = None) -> list[TaskInfo]:
+          after: datetime | None = None, before: datetime | None = None
+          ) -> Plan[list[TaskInfo]]:
     """Up to ``limit`` tasks of ``queue`` in ``status`` ('available', 'locked' or 'dead')
     whose exec_time lies in (``after``, ``before``], earliest first (latest first with
     ``newest``).  One bounded range scan per bucket: the cost does not grow with the queue.
     """
     query = st.query("tasks_list", fragments={"order": "order_latest"} if newest else None)
-    rows = st.all(query, {
-        "queue": validate.queue_name(queue), "status": status, "limit": limit,
-        "after": after, "before": before, "bucket_count": st.bucket_count},
-        row_factory=dict_row)
-    return [info(row) for row in rows]
+    values = {"queue": validate.queue_name(queue), "status": status, "limit": limit,
+              "after": after, "before": before, "bucket_count": st.bucket_count}
+
+    def steps() -> Steps[list[TaskInfo]]:
+        rows = yield st.fetch(query, values, row_factory=dict_row)
+        return [info(row) for row in rows]
+
+    return plan(steps)
 
 
 def info(row: dict[str, Any]) -> TaskInfo:

@@ -1,4 +1,5 @@
-"""The janitor: rescues tasks whose lease expired and applies due priority head starts.
+"""The janitor: rescues tasks whose lease expired, applies due priority head starts, and
+deletes dead tasks and kept results past their retention.
 
 It is separate from the claimers and safe to run in several processes at once:
 every statement takes its rows with ``FOR UPDATE SKIP LOCKED`` and re-checks
@@ -32,20 +33,24 @@ class JanitorReport:
     """Scheduled tasks that became due and got their priority head start."""
     purged: int = 0
     """Dead tasks deleted because they were older than the retention."""
+    expired_results: int = 0
+    """Kept results deleted because their ``keep_result_s`` had passed."""
 
     def __add__(self, other: JanitorReport) -> JanitorReport:
         return JanitorReport(self.rescued + other.rescued, self.dead + other.dead,
-                             self.promoted + other.promoted, self.purged + other.purged)
+                             self.promoted + other.promoted, self.purged + other.purged,
+                             self.expired_results + other.expired_results)
 
     @property
     def total(self) -> int:
         """Rows changed in the pass."""
-        return self.rescued + self.dead + self.promoted + self.purged
+        return self.rescued + self.dead + self.promoted + self.purged + self.expired_results
 
 
-def _drain(st: Statements, name: str, bucket: int,
+def _drain(st: Statements, name: str, bucket: int | None,
            count: Callable[[list[tuple[Any, ...]]], JanitorReport]) -> JanitorReport:
-    """Repeat one bounded statement on a bucket until a batch comes back short."""
+    """Repeat one bounded statement (on a bucket, or on a table without buckets) until a
+    batch comes back short."""
     limit = st.config.janitor_batch
     query = st.query(name, limit)
     report = JanitorReport()
@@ -69,12 +74,16 @@ def _purged(rows: list[tuple[Any, ...]]) -> JanitorReport:
     return JanitorReport(purged=len(rows))
 
 
+def _expired(rows: list[tuple[Any, ...]]) -> JanitorReport:
+    return JanitorReport(expired_results=len(rows))
+
+
 PRUNE_EVERY_S = 60.0  # old throughput counts are few: folding them once a minute is plenty
 
 
 def janitor_pass(st: Statements, *, prune: bool = True) -> JanitorReport:
-    """One pass over every bucket of the schema (and, with ``prune``, fold old
-    throughput counts into minutes: :func:`shardq.ops.history.fold`)."""
+    """One pass over every bucket of the schema, then over the expired results (and, with
+    ``prune``, fold old throughput counts into minutes: :func:`shardq.ops.history.fold`)."""
     if prune:
         history.fold(st)
     report = JanitorReport()
@@ -85,7 +94,7 @@ def janitor_pass(st: Statements, *, prune: bool = True) -> JanitorReport:
             report += _drain(st, "janitor_rescue_keyed", bucket, _rescued)
         if st.config.dead_retention_s is not None:
             report += _drain(st, "janitor_purge_dead", bucket, _purged)
-    return report
+    return report + _drain(st, "janitor_results", None, _expired)
 
 
 class HasStatements(Protocol):

@@ -19,8 +19,8 @@ from uuid import UUID, uuid4
 from psycopg.errors import UniqueViolation
 
 from shardq.core import validate
-from shardq.core.db import Conn
 from shardq.core.errors import InvalidTask
+from shardq.core.plan import Plan, Steps
 from shardq.core.statements import Statements
 from shardq.core.task import Task, TaskId, addresses
 
@@ -35,12 +35,15 @@ def check_key(key: object) -> str:
     return validate.storable("a key", key)
 
 
-def enqueue_rows(st: Statements, conn: Conn | None, params: dict[str, Any],
-                 keys: Sequence[str | None], payloads: Sequence[Any]) -> list[TaskId]:
+def enqueue_rows(st: Statements, conn: Any, params: dict[str, Any],
+                 keys: Sequence[str | None], payloads: Sequence[Any]) -> Plan[list[TaskId]]:
     """Insert tasks as rows (coalescing keyed ones); one TaskId per input, in order.
 
     Inputs sharing a key collapse into one row first (the last payload wins), so
-    the statement meets each key once.
+    the statement meets each key once.  A retry after a lost reply coalesces again into
+    the waiting tasks it made (the same payloads), unless one was claimed meanwhile:
+    then its id, being unique, is refused, which proves the first attempt committed (it
+    was one statement), and the ids sent are the answer.
     """
     st.dialect.require_keyed_tasks()
     last: dict[str, int] = {}
@@ -52,11 +55,31 @@ def enqueue_rows(st: Statements, conn: Conn | None, params: dict[str, Any],
     kept = sorted((i for i, key in enumerate(keys) if key is None or last[key] == i),
                   key=lambda i: (keys[i] is None, keys[i] or ""))
     ids = {i: uuid4() for i in kept}
-    rows = {**params, "ids": [ids[i] for i in kept], "keys": [keys[i] for i in kept],
-            "payloads": [payloads[i] for i in kept]}
-    by_key = _insert_rows(st, conn, rows)
-    if by_key is None:  # a retry found its ids taken: the lost attempt wrote them all
-        by_key = {key: ids[i] for i in kept if (key := keys[i]) is not None}
+    request = st.fetch("enqueue_rows", {
+        **params, "ids": [ids[i] for i in kept], "keys": [keys[i] for i in kept],
+        "payloads": [payloads[i] for i in kept]})
+    tries = 0
+
+    def steps() -> Steps[list[TaskId]]:
+        nonlocal tries
+        tries += 1
+        try:
+            # Each returned row is (task id, key); a key's id differs from the one
+            # sent when the row was coalesced into the key's waiting task.
+            fetched = yield request
+            by_key = {key: got for got, key, *_ in fetched if key}
+        except UniqueViolation:
+            if tries == 1 or conn is not None:
+                raise
+            by_key = {key: ids[i] for i in kept if (key := keys[i]) is not None}
+        return _task_ids(keys, last, ids, by_key)
+
+    return Plan(steps, conn)
+
+
+def _task_ids(keys: Sequence[str | None], last: dict[str, int], ids: dict[int, UUID],
+              by_key: dict[str, UUID]) -> list[TaskId]:
+    """One TaskId per input: its own id, or its key's task (coalesced when not its own)."""
     out: list[TaskId] = []
     for i, key in enumerate(keys):
         if key is None:
@@ -68,38 +91,10 @@ def enqueue_rows(st: Statements, conn: Conn | None, params: dict[str, Any],
     return out
 
 
-def _insert_rows(st: Statements, conn: Conn | None,
-                 rows: dict[str, Any]) -> dict[str, UUID] | None:
-    """Run enqueue_rows; returns each key's task id (the one sent, or the waiting task's
-    it coalesced into), or None when a retry found the ids already written.
-
-    A retry after a lost reply coalesces again into the waiting tasks it made (the
-    same payloads), unless one was claimed meanwhile: then its id, being unique,
-    is refused, which proves the first attempt committed (it was one statement).
-    """
-    query = st.query("enqueue_rows")
-    params = st.params(**rows)
-    tries = 0
-
-    def work(c: Conn) -> dict[str, UUID] | None:
-        nonlocal tries
-        tries += 1
-        try:
-            # Each returned row is (task id, key); a key's id differs from the one
-            # sent when the row was coalesced into the key's waiting task.
-            return {key: got for got, key, *_ in c.execute(query, params).fetchall() if key}
-        except UniqueViolation:
-            if tries == 1 or conn is not None:
-                raise
-            return None
-
-    return st.run(work, conn)
-
-
 def putback(st: Statements, tasks: Sequence[Task], *, run_at: Sequence[Any],
             delays_s: Sequence[float | None], use_backoff: Sequence[bool],
             errors: Sequence[str | None], keep_errors: bool,
-            attempt_change: int) -> set[UUID]:
+            attempt_change: int) -> Steps[set[UUID]]:
     """Put claimed keyed tasks back in line (merging follow-ups); returns the ids done."""
     st.dialect.require_keyed_tasks()
     # Key order, as in enqueue_rows, so a batch and a concurrent enqueue batch lock the
@@ -109,7 +104,7 @@ def putback(st: Statements, tasks: Sequence[Task], *, run_at: Sequence[Any],
     run_at, delays_s = [run_at[i] for i in order], [delays_s[i] for i in order]
     use_backoff, errors = [use_backoff[i] for i in order], [errors[i] for i in order]
     n = len(tasks)
-    rows = st.all("requeue_keyed", {
+    rows = yield st.fetch("requeue_keyed", {
         **addresses(tasks), "run_ats": list(run_at), "delays_s": list(delays_s),
         "use_backoff": list(use_backoff), "errors": list(errors),
         "keep_errors": [keep_errors] * n, "attempt_changes": [attempt_change] * n})

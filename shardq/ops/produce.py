@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from itertools import pairwise
 from typing import Any
 
 from psycopg.errors import UniqueViolation
-from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 
 from shardq.core import validate
-from shardq.core.copyio import EndThenWork
-from shardq.core.db import Conn
+from shardq.core.plan import Atomic, CopyIn, Plan, Steps, done
 from shardq.core.statements import Statements
 from shardq.core.task import TaskId
 from shardq.ops import keys
@@ -58,65 +55,64 @@ def placement(st: Statements, queue: str, delay_s: float | None, run_at: datetim
 
 
 def enqueue(st: Statements, params: dict[str, Any], payload: Any, key: str | None,
-            conn: Conn | None) -> TaskId:
+            conn: Any) -> Plan[TaskId]:
     """Add one task placed by ``params`` (see :func:`placement`); returns its id."""
     text = validate.payload_json(payload, st.config.max_payload_bytes)
     if key is not None:
-        return keys.enqueue_rows(st, conn, params, [key], [text])[0]
+        return first(keys.enqueue_rows(st, conn, params, [key], [text]))
     # The id is made here so that a retry after a lost reply names the same task:
     # the statement then inserts nothing (ON CONFLICT (id) DO NOTHING).
     (task_id,) = st.dialect.new_ids(1)
-    st.all("enqueue", {**params, "id": task_id, "payload": jsonb(text)}, conn=conn)
-    return task_id
+    request = st.fetch("enqueue", {**params, "id": task_id, "payload": jsonb(text)})
+
+    def steps() -> Steps[TaskId]:
+        yield request
+        return task_id
+
+    return Plan(steps, conn)
 
 
 def enqueue_many(st: Statements, params: dict[str, Any], payloads: Iterable[Any],
-                 task_keys: Sequence[str | None] | None, conn: Conn | None) -> list[TaskId]:
-    """Add many tasks placed by ``params`` in one transaction; returns their ids in order."""
+                 task_keys: Sequence[str | None] | None, conn: Any) -> Plan[list[TaskId]]:
+    """Add many tasks placed by ``params`` in one transaction; returns their ids in order.
+
+    The batch is one transaction (a savepoint in the caller's) under ids made here, and
+    is counted inside it (by the placement with COPY, by the INSERT without): when a
+    retry finds the ids taken, the attempt whose reply was lost committed them all, and
+    its count with them.
+    """
     items = Payloads(validate.as_list(payloads, "payloads"), st.config.max_payload_bytes)
     n = len(items)
     if task_keys is not None and any(k is not None for k in
                                      validate.parallel("keys", task_keys, n)):
         return keys.enqueue_rows(st, conn, params, list(task_keys), items.texts(0, n))
     if not n:
-        return []
+        return done([])
     ids = NewIds(st.dialect.new_id_values(n))
     if not st.dialect.copy:
         items.texts(0, n)  # a bad payload fails the call before a transaction starts
     writer = _copy_tasks if st.dialect.copy else _insert_tasks
     tries = 0
 
-    def work(c: Conn) -> list[TaskId]:
+    def steps() -> Steps[list[TaskId]]:
         nonlocal tries
         tries += 1
         try:
-            # The batch is counted inside its own transaction (by the placement with
-            # COPY, by the INSERT without): a retry that finds the batch committed
-            # rolls its count back, or counts none.
-            with _atomic(c, own=conn is None):
-                writer(st, c, params, ids, items)
+            yield Atomic(lambda: writer(st, params, ids, items))
         except UniqueViolation:
-            # The batch is one transaction under ids made here: when a retry finds
-            # them taken, the attempt whose reply was lost committed them all.
             if tries == 1 or conn is not None:
                 raise
         return ids.objects()
 
-    return st.run(work, conn)
+    return Plan(steps, conn)
 
 
-def _atomic(conn: Conn, *, own: bool) -> AbstractContextManager[Any]:
-    """The block a batch is written in: a transaction of its own on a pooled or an
-    autocommit connection, a savepoint inside the caller's open transaction.
+def first(ids: Plan[list[TaskId]]) -> Plan[TaskId]:
+    """The plan of ``ids`` with only its first id as its value."""
+    def steps() -> Steps[TaskId]:
+        return (yield from ids.steps())[0]
 
-    On the caller's connection outside autocommit with no transaction open yet,
-    psycopg's ``transaction()`` would begin and commit one of its own, behind the
-    caller's back; there the batch joins the transaction psycopg opens implicitly,
-    which the caller commits or rolls back (a failed batch fails it).
-    """
-    if own or conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
-        return conn.transaction()
-    return nullcontext()
+    return Plan(steps, ids.conn, ids.idempotent)
 
 
 class NewIds:
@@ -161,16 +157,16 @@ class Payloads:
         return done[start:end]
 
 
-def _placed(st: Statements, conn: Conn, params: dict[str, Any], count: int) -> dict[str, Any]:
+def _placed(st: Statements, params: dict[str, Any], count: int) -> Steps[dict[str, Any]]:
     """The batch's placement; the same statement counts its ``count`` tasks and, with
     notify, wakes idle workers when the batch commits."""
-    exec_time, pending, now, _ = st.one("placement_batch", {**params, "count": count},
-                                        conn=conn)
+    ((exec_time, pending, now, _),) = yield st.fetch("placement_batch",
+                                                     {**params, "count": count})
     return {**params, "exec_time": exec_time, "pending_head_start_s": pending, "now": now}
 
 
-def _copy_tasks(st: Statements, conn: Conn, params: dict[str, Any],
-                ids: NewIds, items: Payloads) -> None:
+def _copy_tasks(st: Statements, params: dict[str, Any], ids: NewIds,
+                items: Payloads) -> Steps[None]:
     """Write a batch with COPY in PostgreSQL's binary format, in statements of at most
     :data:`COPY_ROWS` rows; the placement is computed once.
 
@@ -182,7 +178,7 @@ def _copy_tasks(st: Statements, conn: Conn, params: dict[str, Any],
     objects while it writes the last one's.
     """
     n = len(items)
-    p = _placed(st, conn, params, n)
+    p = yield from _placed(st, params, n)
     queue = p["queue"].encode()
     head = FIELDS + UUID_LENGTH
     tail = (_timestamp(p["exec_time"]) + _int4(p["priority"])
@@ -199,7 +195,7 @@ def _copy_tasks(st: Statements, conn: Conn, params: dict[str, Any],
                                    [t.encode() for t in items.texts(first, last)],
                                    strict=True)], BINARY_TRAILER])
 
-    query, cursor = st.query("copy_tasks"), conn.cursor()
+    query = st.query("copy_tasks")
     pieces = max(1, -(-n // COPY_ROWS))
     bounds = [n * i // pieces for i in range(pieces + 1)]  # even pieces, none over COPY_ROWS
     spans = list(pairwise(bounds))
@@ -214,8 +210,7 @@ def _copy_tasks(st: Statements, conn: Conn, params: dict[str, Any],
             ids.objects()
 
     for i in range(len(spans)):
-        with cursor.copy(query, writer=EndThenWork(cursor, encode_next)) as copy:
-            copy.write(encoded[i])
+        yield CopyIn(query, encoded[i], encode_next)
         encoded[i] = b""  # sent and written: hold at most two statements' data
 
 
@@ -231,13 +226,13 @@ def _int4(value: int) -> bytes:
     return INT4_LENGTH + int(value).to_bytes(4, signed=True)
 
 
-def _insert_tasks(st: Statements, conn: Conn, params: dict[str, Any],
-                  ids: NewIds, items: Payloads) -> None:
+def _insert_tasks(st: Statements, params: dict[str, Any], ids: NewIds,
+                  items: Payloads) -> Steps[None]:
     """Write a batch with one multi-row INSERT (engines without COPY).
 
     The INSERT counts the rows it wrote, not the placement: on CockroachDB a retry
     after a lost reply (the batch committed) inserts nothing, and must count nothing.
     """
-    p = _placed(st, conn, params, 0)
-    conn.execute(st.query("enqueue_many"), {**p, "ids": ids.objects(),
-                                            "payloads": items.texts(0, len(items))})
+    p = yield from _placed(st, params, 0)
+    yield st.execute(st.query("enqueue_many"), {**p, "ids": ids.objects(),
+                                                "payloads": items.texts(0, len(items))})

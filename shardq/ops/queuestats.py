@@ -17,6 +17,10 @@ below the capped count, which is a sure lower bound.  The sample is:
 
 Rates come from ``shardq.throughput``, which the enqueue and ack statements add to
 (``sql/throughput_add.sql``): tasks enqueued and completed (acked) in the last minute.
+
+Each read is a :class:`~shardq.core.plan.Plan` (its arguments checked when it is made):
+:func:`stats` and :func:`queues` give :class:`QueueStats`, :func:`stats_dict` and
+:func:`queues_dict` the same figures as JSON-ready dicts.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any
 
 from shardq.core import validate
 from shardq.core.errors import InvalidTask
+from shardq.core.plan import Plan, Steps, plan
 from shardq.core.statements import Statements
 from shardq.ops import control, forecast
 
@@ -103,32 +108,69 @@ class Sample:
     variances: dict[str, dict[str, float]]
 
 
-def stats(st: Statements, queue: str, slo_s: float | None = None) -> QueueStats:
+def stats(st: Statements, queue: str, slo_s: float | None = None) -> Plan[QueueStats]:
     """One queue's figures (see the module's docstring)."""
-    return many(st, [validate.queue_name(queue)], slo_s)[0]
+    figures = many(st, [queue], slo_s)
+
+    def steps() -> Steps[QueueStats]:
+        return (yield from figures.steps())[0]
+
+    return plan(steps)
 
 
-def queues(st: Statements, slo_s: float | None = None) -> list[QueueStats]:
+def queues(st: Statements, slo_s: float | None = None) -> Plan[list[QueueStats]]:
     """The figures of every queue with tasks, paused, or active in the last hour."""
-    names = [row[0] for row in st.all("queue_names", {"bucket_count": st.bucket_count})]
-    return many(st, names, slo_s)
+    slo = _slo(slo_s)
+
+    def steps() -> Steps[list[QueueStats]]:
+        names = yield from control.names(st)  # the statement control's checks use too
+        return (yield from _many(st, names, slo))
+
+    return plan(steps)
 
 
-def many(st: Statements, names: Iterable[str], slo_s: float | None = None) -> list[QueueStats]:
+def many(st: Statements, names: Iterable[str], slo_s: float | None = None
+         ) -> Plan[list[QueueStats]]:
     """The figures of each queue of ``names``; the table is sampled at most once."""
     slo = _slo(slo_s)
-    names = [validate.queue_name(n) for n in names]
+    checked = [validate.queue_name(n) for n in names]
+    return plan(lambda: _many(st, checked, slo))
+
+
+def stats_dict(st: Statements, queue: str, slo_s: float | None = None
+               ) -> Plan[dict[str, Any]]:
+    """:func:`stats` as a JSON-ready dict (see :meth:`QueueStats.as_dict`)."""
+    figures = stats(st, queue, slo_s)
+
+    def steps() -> Steps[dict[str, Any]]:
+        return (yield from figures.steps()).as_dict()
+
+    return plan(steps)
+
+
+def queues_dict(st: Statements, slo_s: float | None = None
+                ) -> Plan[dict[str, dict[str, Any]]]:
+    """:func:`queues` as JSON-ready dicts by queue name."""
+    figures = queues(st, slo_s)
+
+    def steps() -> Steps[dict[str, dict[str, Any]]]:
+        return {q.queue: q.as_dict() for q in (yield from figures.steps())}
+
+    return plan(steps)
+
+
+def _many(st: Statements, names: list[str], slo: float | None) -> Steps[list[QueueStats]]:
     cap = max(MIN_BUCKET_CAP, COUNT_BUDGET // st.bucket_count)
     query = st.query("stats", cap)
-    paused = control.paused(st)
-    rates = {row[0]: row[1:] for row in st.all("stats_rates", {"queue": None})}
+    paused = yield from control.paused(st).steps()
+    rates = {row[0]: row[1:] for row in (yield st.fetch("stats_rates", {"queue": None}))}
     sample: Sample | None = None
     out = []
     for name in names:
-        rows = st.all(query, {"queue": name, "bucket_count": st.bucket_count})
+        rows = yield st.fetch(query, {"queue": name, "bucket_count": st.bucket_count})
         capped = {s for i, s in enumerate(STATES) if any(r[1 + i] >= cap for r in rows)}
         if capped and sample is None:
-            sample = _sample(st)
+            sample = yield from _sample(st)
         lag_read_whole = {r[0] for r in rows if r[8] < HEAD_ROWS}
         out.append(_figures(name, rows, capped, sample, rates.get(name), name in paused, slo,
                             lag_read_whole))
@@ -144,13 +186,14 @@ def _slo(slo_s: float | None) -> float | None:
     return value
 
 
-def _sample(st: Statements) -> Sample:
-    return page_sample(st) if st.dialect.ordered_ids else id_sample(st)
+def _sample(st: Statements) -> Steps[Sample]:
+    return (yield from page_sample(st) if st.dialect.ordered_ids else id_sample(st))
 
 
-def page_sample(st: Statements) -> Sample:
-    """PostgreSQL's sample (``sql/stats_pages.sql``): evenly spaced pages of the table."""
-    rows = st.all(st.query("stats_pages", SAMPLE_PAGES), {"queue": None})
+def page_sample(st: Statements) -> Steps[Sample]:
+    """Steps (for ``yield from``) of PostgreSQL's sample (``sql/stats_pages.sql``):
+    evenly spaced pages of the table."""
+    rows = yield st.fetch(st.query("stats_pages", SAMPLE_PAGES), {"queue": None})
     pages, n = float(rows[0][0]), int(rows[0][1])
     series: dict[str, dict[str, list[int]]] = {}  # queue -> state -> count per sampled page
     for _pages, _sampled, k, queue, *counts in rows:
@@ -169,9 +212,10 @@ def page_sample(st: Statements) -> Sample:
     return Sample(pages, n, totals, variances)
 
 
-def id_sample(st: Statements) -> Sample:
-    """CockroachDB's sample (``sql/stats_sample.sql``): the smallest of its random ids."""
-    rows = st.all(st.query("stats_sample", SAMPLE_ROWS), {"queue": None})
+def id_sample(st: Statements) -> Steps[Sample]:
+    """Steps (for ``yield from``) of CockroachDB's sample (``sql/stats_sample.sql``): the
+    smallest of its random ids."""
+    rows = yield st.fetch(st.query("stats_sample", SAMPLE_ROWS), {"queue": None})
     n, last_id = rows[0][0], rows[0][1]
     # Fewer rows than asked for: the sample is the whole table.  Else the n-th smallest
     # of uniform ids reaches `reach`, and the first n - 1 are a uniform sample of

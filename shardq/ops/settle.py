@@ -7,6 +7,9 @@ not touch is looked up once more, and counts as settled when it shows the effect
 an earlier attempt (an acked task is gone; a failed, released or deferred one is
 back in line under the token it was claimed with).  The others are reported as
 :class:`LeaseLost`.
+
+Each function validates its arguments and returns the :class:`~shardq.core.plan.Plan`
+of the call, which either client runs.
 """
 
 from __future__ import annotations
@@ -18,28 +21,40 @@ from uuid import UUID
 
 from shardq.core import validate
 from shardq.core.errors import InvalidTask, LeaseLost
+from shardq.core.plan import Plan, Steps, done
 from shardq.core.statements import Statements
 from shardq.core.task import Task, addresses
-from shardq.ops import keys
+from shardq.ops import keys, results
+from shardq.ops.results import Kept
 
 
-def ack(st: Statements, tasks: Sequence[Task]) -> None:
-    """Finish tasks (delete them).
+def ack(st: Statements, tasks: Sequence[Task],
+        kept: Sequence[Kept | None] | None = None) -> Plan[None]:
+    """Finish tasks (delete them), keeping the results in ``kept`` (one entry per task,
+    None for a task that keeps none) in the same statement.
 
     The statement returns only how many it deleted, not which: decoding a uuid for
     each task of a full batch was a measurable share of a worker's time.  Only when
-    some are missing are the batch's rows looked up.
+    some are missing are the batch's rows looked up.  A batch without results runs
+    the plain statement, which writes nothing else.
     """
     tasks = _distinct(tasks)
     if not tasks:
-        return
-    (deleted,) = st.one("ack_many", addresses(tasks))
-    if deleted != len(tasks):
-        _raise_lost(_unsettled(st, tasks, _gone))
+        return done(None)
+    name, where = "ack_many", addresses(tasks)
+    if kept is not None and any(kept):
+        name, where = "ack_results", {**where, **results.columns(tasks, kept)}
+
+    def steps() -> Steps[None]:
+        deleted = (yield st.fetch(name, where))[0][0]
+        if deleted != len(tasks):
+            _raise_lost((yield from _unsettled(st, tasks, _gone)))
+
+    return Plan(steps)
 
 
 def nack(st: Statements, tasks: Sequence[Task], errors: Sequence[str | None] | None,
-         retry_in_s: Sequence[float | None] | None, dead: Sequence[bool] | None) -> None:
+         retry_in_s: Sequence[float | None] | None, dead: Sequence[bool] | None) -> Plan[None]:
     """Record failures: back in line after the backoff (or ``retry_in_s``), or dead."""
     tasks = validate.tasks(tasks)
     n = len(tasks)
@@ -50,7 +65,7 @@ def nack(st: Statements, tasks: Sequence[Task], errors: Sequence[str | None] | N
     # Keyed tasks that retry merge with their follow-up; the rest are one UPDATE.
     merge = [i for i, t in enumerate(tasks)
              if t.key is not None and not kill[i] and not t.is_last_attempt]
-    _split(
+    return _split(
         st, tasks, merge,
         lambda rest: ("nack_many", {"errors": [errs[i] for i in rest],
                                     "retry_in_s": [delays[i] for i in rest],
@@ -62,12 +77,12 @@ def nack(st: Statements, tasks: Sequence[Task], errors: Sequence[str | None] | N
 
 
 def defer(st: Statements, tasks: Sequence[Task], delay_s: float | None,
-          run_at: datetime | None) -> None:
+          run_at: datetime | None) -> Plan[None]:
     """Give tasks back without penalty, not to run before ``run_at`` / ``delay_s`` from now."""
     tasks = validate.tasks(tasks)
     delay_s, run_at = validate.schedule(delay_s, run_at)
     merge = [i for i, t in enumerate(tasks) if t.key is not None]
-    _split(
+    return _split(
         st, tasks, merge,
         lambda rest: ("requeue_many", {"run_ats": [run_at] * len(rest),
                                        "delays_s": [delay_s or 0.0] * len(rest)}),
@@ -77,7 +92,7 @@ def defer(st: Statements, tasks: Sequence[Task], delay_s: float | None,
             attempt_change=-1))
 
 
-def extend(st: Statements, tasks: Sequence[Task], by_s: float | Sequence[float]) -> None:
+def extend(st: Statements, tasks: Sequence[Task], by_s: float | Sequence[float]) -> Plan[None]:
     """Make the leases end ``by_s`` from now (never sooner): one length for every task, or
     one per task; the tasks are updated in place.
 
@@ -92,12 +107,18 @@ def extend(st: Statements, tasks: Sequence[Task], by_s: float | Sequence[float])
         by = [validate.seconds("by_s", b) for b in by_s]
         if len(by) != len(tasks):
             raise InvalidTask(f"by_s has {len(by)} lengths for {len(tasks)} tasks")
-    rows = _fenced_rows(st, "extend_many", tasks, {"by_s": by})
-    found = {row[0]: row for row in rows}
-    for t in tasks:
-        if t.id in found:
-            t.exec_time, t.bucket = found[t.id][1], found[t.id][2]
-    _raise_lost([t.id for t in tasks if t.id not in found])
+    if not tasks:
+        return done(None)
+    values = {**addresses(tasks), "by_s": by}
+
+    def steps() -> Steps[None]:
+        found = {row[0]: row for row in (yield st.fetch("extend_many", values))}
+        for t in tasks:
+            if t.id in found:
+                t.exec_time, t.bucket = found[t.id][1], found[t.id][2]
+        _raise_lost([t.id for t in tasks if t.id not in found])
+
+    return Plan(steps)
 
 
 def _distinct(tasks: Sequence[Task]) -> list[Task]:
@@ -105,14 +126,6 @@ def _distinct(tasks: Sequence[Task]) -> list[Task]:
     if len({t.id for t in tasks}) != len(tasks):
         raise InvalidTask("the same task appears twice in one batch")
     return tasks
-
-
-def _fenced_rows(st: Statements, name: str, tasks: list[Task],
-                 extra: dict[str, Any]) -> list[tuple[Any, ...]]:
-    """The rows a lease-checked batch statement returned (each starts with a task's id)."""
-    if not tasks:
-        return []
-    return st.all(name, {**addresses(tasks), **extra})
 
 
 Found = tuple[UUID, str, UUID | None] | None  # a task's row now: id, status, lease token
@@ -129,41 +142,47 @@ def _back_in_line(task: Task, row: Found) -> bool:
 
 
 def _fenced(st: Statements, name: str, tasks: list[Task], extra: dict[str, Any], *,
-            settled: Callable[[Task, Found], bool]) -> list[UUID]:
+            settled: Callable[[Task, Found], bool]) -> Steps[list[UUID]]:
     """Run a lease-checked batch statement; returns the ids of the tasks whose lease
     was lost (untouched, and not showing ``settled`` effect of an earlier attempt)."""
-    rows = _fenced_rows(st, name, tasks, extra)
+    rows = yield st.fetch(name, {**addresses(tasks), **extra})
     if len(rows) == len(tasks):
         return []  # every task was found (each row is a distinct one of them)
-    done = {row[0] for row in rows}
-    return _unsettled(st, [t for t in tasks if t.id not in done], settled)
+    touched = {row[0] for row in rows}
+    return (yield from _unsettled(st, [t for t in tasks if t.id not in touched], settled))
 
 
 def _unsettled(st: Statements, tasks: list[Task], settled: Callable[[Task, Found], bool]
-               ) -> list[UUID]:
+               ) -> Steps[list[UUID]]:
     """The ids of ``tasks`` whose rows do not show ``settled``'s effect now."""
-    now = {row[0]: row for row in st.all("settled_check", {"ids": [t.id for t in tasks]})}
+    rows = yield st.fetch("settled_check", {"ids": [t.id for t in tasks]})
+    now = {row[0]: row for row in rows}
     return [t.id for t in tasks if not settled(t, now.get(t.id))]
 
 
 def _split(st: Statements, tasks: Sequence[Task], merge: list[int],
            plain: Callable[[list[int]], tuple[str, dict[str, Any]]],
-           keyed: Callable[[list[Task]], set[UUID]]) -> None:
+           keyed: Callable[[list[Task]], Steps[set[UUID]]]) -> Plan[None]:
     """Settle ``tasks`` in two groups: those at ``merge`` through ``keyed`` (keyed tasks that
     go back in line), the rest through the statement ``plain`` names for their indexes.
     Raises LeaseLost once, for the tasks either group did not touch."""
     tasks = _distinct(tasks)
     chosen = set(merge)
     rest = [i for i in range(len(tasks)) if i not in chosen]
-    lost: list[UUID] = []
-    if rest:
-        name, extra = plain(rest)
-        lost += _fenced(st, name, [tasks[i] for i in rest], extra, settled=_back_in_line)
-    if merge:
-        group = [tasks[i] for i in merge]
-        done = keyed(group)
-        lost += [t.id for t in group if t.id not in done]
-    _raise_lost(lost)
+    group = [tasks[i] for i in merge]
+
+    def steps() -> Steps[None]:
+        lost: list[UUID] = []
+        if rest:
+            name, extra = plain(rest)
+            lost += yield from _fenced(st, name, [tasks[i] for i in rest], extra,
+                                       settled=_back_in_line)
+        if group:
+            touched = yield from keyed(group)
+            lost += [t.id for t in group if t.id not in touched]
+        _raise_lost(lost)
+
+    return Plan(steps)
 
 
 def _raise_lost(lost: list[UUID]) -> None:

@@ -25,11 +25,12 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from shardq.core import sqlfiles
+from shardq.core.config import ClientConfig
 from shardq.core.db import Conn
 from shardq.core.errors import ConnectionLost
 from shardq.core.loop import Loop
@@ -105,6 +106,35 @@ def refusal(look: Look) -> str:
             f"or GRANT MAINTAIN ON shardq.tasks TO {look.role} (PostgreSQL 17+)")
 
 
+@dataclass(frozen=True)
+class Bloated:
+    """An index of shardq.tasks past the rebuild rule: ``size`` bytes where its entries
+    need about ``needed``."""
+
+    name: str
+    size: int
+    needed: float
+
+    @property
+    def ratio(self) -> float:
+        """How many times the size its entries need the index is."""
+        return self.size / self.needed
+
+
+def bloated(rows: Sequence[tuple[Any, ...]], config: ClientConfig) -> list[Bloated]:
+    """The valid indexes among ``rows`` (``sql/index_bloat.sql``'s) that the rule calls
+    bloated, worst first: over ``reindex_min_bytes`` and more than
+    ``reindex_bloat_ratio`` times the size their entries need.  The one rule the vacuum
+    step rebuilds by and ``shardq doctor`` warns by."""
+    found = []
+    for name, size, entries, entry_bytes, valid in rows:
+        needed = max(entries * entry_bytes / FILL, 8192.0)  # key, header, line pointer
+        if (valid and config.reindex_bloat_ratio > 0 and size > config.reindex_min_bytes
+                and size > config.reindex_bloat_ratio * needed):
+            found.append(Bloated(name, int(size), needed))
+    return sorted(found, key=lambda b: b.ratio, reverse=True)
+
+
 class Vacuumer(Loop[VacuumReport]):
     """Runs the vacuum step every ``vacuum_interval_s`` in a background thread.
 
@@ -146,7 +176,7 @@ class Vacuumer(Loop[VacuumReport]):
         if not (vacuum or reindex):
             return VacuumReport(dead_rows=look.dead)
         try:
-            report: VacuumReport = st.db.run(
+            report: VacuumReport = st.blocking().run(
                 lambda conn: self._locked(conn, look.dead, vacuum=vacuum, reindex=reindex),
                 idempotent=False)  # a cut VACUUM or REINDEX is not repeated here
         except ConnectionLost as exc:
@@ -193,18 +223,10 @@ class Vacuumer(Loop[VacuumReport]):
         dropped = tuple(name for name, *_, valid in rows if not valid and LEFTOVER.search(name))
         for name in dropped:
             conn.execute(st.query("index_drop", identifiers={"index": ("shardq", name)}))
-        worst: tuple[float, str, int] | None = None
-        for name, size, entries, entry_bytes, valid in rows:
-            if not valid:
-                continue
-            needed = max(entries * entry_bytes / FILL, 8192.0)
-            ratio = size / needed
-            if (size > config.reindex_min_bytes and ratio > config.reindex_bloat_ratio
-                    and (worst is None or ratio > worst[0])):
-                worst = (ratio, name, int(size))
-        if worst is None:
+        over = bloated(rows, config)
+        if not over:
             return (), dropped
-        _, name, before = worst
+        name, before = over[0].name, over[0].size
         conn.execute(st.query("reindex", identifiers={"index": ("shardq", name)}))
         row = conn.execute(st.query("index_size"), {"index": f"shardq.{name}"}).fetchone()
         after = int(row[0]) if row and row[0] else 0

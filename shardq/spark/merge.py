@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from psycopg import sql
 
 from shardq.core import sqlfiles
-from shardq.core.db import Conn, Layout
+from shardq.core.boundary import Layout
+from shardq.core.db import Conn
 from shardq.core.dialect import POSTGRESQL
 from shardq.core.errors import SchemaNotReady
 from shardq.core.statements import Statements

@@ -117,7 +117,7 @@ def write_tasks(df: Any, *, url: str | None = None, dsn: str | None = None,
             merge.notify(st, queue)
         return result
     finally:
-        st.db.close()
+        st.blocking().close()
 
 
 def prune_ledger(dsn: str | None = None, *, older_than_s: float = 7 * 86400) -> int:
@@ -133,7 +133,7 @@ def prune_ledger(dsn: str | None = None, *, older_than_s: float = 7 * 86400) -> 
     try:
         return merge.prune(st, older_than_s)
     finally:
-        st.db.close()
+        st.blocking().close()
 
 
 def _statements(config: ClientConfig, dsn: str) -> Statements:

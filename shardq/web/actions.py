@@ -30,19 +30,19 @@ class Done:
 
 def pause(st: Statements, queue: str) -> Done:
     """Pause ``queue``."""
-    at = control.pause(st, queue)
+    at = st.perform(control.pause(st, queue))
     return Done(f"{queue} paused (since {at:%Y-%m-%d %H:%M:%S %Z})", 1)
 
 
 def resume(st: Statements, queue: str) -> Done:
     """Resume ``queue``."""
-    was = control.resume(st, queue)
+    was = st.perform(control.resume(st, queue))
     return Done(f"{queue} resumed" if was else f"{queue} was not paused", int(was))
 
 
 def purge(st: Statements, queue: str) -> Done:
     """Delete up to :data:`ACTION_ROWS` waiting tasks of ``queue``."""
-    n = control.purge(st, queue, ACTION_ROWS)
+    n = st.perform(control.purge(st, queue, ACTION_ROWS))
     more = n >= ACTION_ROWS
     return Done(f"purged {n:,} waiting task(s) of {queue}"
                 + ("; more remain: purge again" if more else ""), n, more)
@@ -50,7 +50,7 @@ def purge(st: Statements, queue: str) -> Done:
 
 def cancel(st: Statements, task_id: UUID | str) -> Done:
     """Cancel one waiting or running task."""
-    result = control.cancel(st, task_id)
+    result = st.perform(control.cancel(st, task_id))
     if result.status is None:
         return Done(f"task {result.task_id} was not waiting or running: nothing cancelled")
     return Done(f"task {result.task_id} cancelled (it was {result.status})", 1)
@@ -59,12 +59,14 @@ def cancel(st: Statements, task_id: UUID | str) -> Done:
 def retry_dead(st: Statements, queue: str | None, ids: Iterable[UUID | str] | None) -> Done:
     """Make dead tasks eligible again: those ``ids``, or the newest
     :data:`ACTION_ROWS` of ``queue``."""
-    return _dead(st, queue, ids, lambda chosen: deadletters.retry(st, chosen, None), "retried")
+    return _dead(st, queue, ids,
+                 lambda chosen: st.perform(deadletters.retry(st, chosen, None)), "retried")
 
 
 def purge_dead(st: Statements, queue: str | None, ids: Iterable[UUID | str] | None) -> Done:
     """Delete dead tasks: those ``ids``, or the newest :data:`ACTION_ROWS` of ``queue``."""
-    return _dead(st, queue, ids, lambda chosen: deadletters.delete(st, chosen), "purged")
+    return _dead(st, queue, ids, lambda chosen: st.perform(deadletters.delete(st, chosen)),
+                 "purged")
 
 
 def _dead(st: Statements, queue: str | None, ids: Iterable[UUID | str] | None,
@@ -73,7 +75,8 @@ def _dead(st: Statements, queue: str | None, ids: Iterable[UUID | str] | None,
         raise InvalidTask("give the ids of dead tasks or a queue, not both")
     if ids is None:
         assert queue is not None
-        chosen: list[UUID | str] = [t.id for t in deadletters.listing(st, queue, ACTION_ROWS)]
+        dead = st.perform(deadletters.listing(st, queue, ACTION_ROWS))
+        chosen: list[UUID | str] = [t.id for t in dead]
         full = len(chosen) == ACTION_ROWS
     else:
         chosen = validate.as_list(ids, "ids") if isinstance(ids, Iterable) else []

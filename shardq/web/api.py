@@ -32,7 +32,7 @@ Endpoint = Callable[[Request], Awaitable[JSONResponse]]
 def get_queues(request: Request) -> JSONResponse:
     """Every queue's figures."""
     st = context(request).st
-    return JSONResponse({"queues": [q.as_dict() for q in queuestats.queues(st)]})
+    return JSONResponse({"queues": [q.as_dict() for q in st.perform(queuestats.queues(st))]})
 
 
 def get_queue(request: Request) -> JSONResponse:
@@ -45,7 +45,7 @@ def get_queue(request: Request) -> JSONResponse:
 def get_task(request: Request) -> JSONResponse:
     """One task's record (404 when it is gone)."""
     ctx = context(request)
-    task = inspection.get(ctx.st, request.path_params["id"])
+    task = ctx.st.perform(inspection.get(ctx.st, request.path_params["id"]))
     if task is None:
         raise HTTPException(404, "no such task (finished, purged or never enqueued)")
     return JSONResponse(reads.task_json(task, ctx.hide_payloads))

@@ -43,13 +43,14 @@ def render(request: Request, name: str, values: dict[str, Any], status: int = 20
 
 def queues_page(request: Request) -> Response:
     """Every queue's figures and the hour's chart of all of them."""
-    return render(request, "queues.html", {"queues": queuestats.queues(context(request).st)})
+    st = context(request).st
+    return render(request, "queues.html", {"queues": st.perform(queuestats.queues(st))})
 
 
 def queues_rows(request: Request) -> Response:
     """The rows of the queues' table (the page refreshes them in place)."""
-    return render(request, "_queue_rows.html",
-                  {"queues": queuestats.queues(context(request).st)})
+    st = context(request).st
+    return render(request, "_queue_rows.html", {"queues": st.perform(queuestats.queues(st))})
 
 
 def queue_page(request: Request) -> Response:
@@ -60,7 +61,8 @@ def queue_page(request: Request) -> Response:
 
 def queue_figures(request: Request) -> Response:
     """One queue's figures (the page refreshes them in place)."""
-    q = queuestats.stats(context(request).st, request.path_params["name"])
+    st = context(request).st
+    q = st.perform(queuestats.stats(st, request.path_params["name"]))
     return render(request, "_figures.html", {"q": q})
 
 
@@ -74,7 +76,8 @@ def task_find(request: Request) -> Response:
 
 def task_page(request: Request) -> Response:
     """One task: state, payload, history, lease."""
-    task = inspection.get(context(request).st, request.path_params["id"])
+    st = context(request).st
+    task = st.perform(inspection.get(st, request.path_params["id"]))
     if task is None:
         raise HTTPException(404, "no such task: it finished, was purged, or never existed")
     return render(request, "task.html", {"task": task, "events": timeline(task)})

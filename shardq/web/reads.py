@@ -19,6 +19,7 @@ from typing import Any
 from uuid import UUID
 
 from shardq.core import validate
+from shardq.core.plan import Plan
 from shardq.core.statements import Statements
 from shardq.core.task import TaskInfo
 from shardq.ops import history, inspection, queuestats
@@ -58,14 +59,16 @@ def queue_view(st: Statements, name: str, rows: int = LIST_ROWS) -> QueueView:
     (the figures), not the sum."""
     at = now(st)
     name = validate.queue_name(name)
+    plans: dict[str, Plan[Any]] = {
+        "stats": queuestats.stats(st, name),
+        "oldest_waiting": inspection.tasks(st, name, "available", rows, before=at),
+        "newest_waiting": inspection.tasks(st, name, "available", rows, newest=True, before=at),
+        "next_scheduled": inspection.tasks(st, name, "available", rows, after=at),
+        "running": inspection.tasks(st, name, "locked", rows),
+        "dead": inspection.tasks(st, name, "dead", rows, newest=True),
+    }
     reads: dict[str, Callable[[], Any]] = {
-        "stats": partial(queuestats.stats, st, name),
-        "oldest_waiting": partial(inspection.tasks, st, name, "available", rows, before=at),
-        "newest_waiting": partial(inspection.tasks, st, name, "available", rows, newest=True,
-                                  before=at),
-        "next_scheduled": partial(inspection.tasks, st, name, "available", rows, after=at),
-        "running": partial(inspection.tasks, st, name, "locked", rows),
-        "dead": partial(inspection.tasks, st, name, "dead", rows, newest=True),
+        **{field: partial(st.perform, plan) for field, plan in plans.items()},
         "throughput": partial(history.series, st, name),
     }
     futures = {field: _READERS.submit(read) for field, read in reads.items()}

@@ -17,6 +17,8 @@ from shardq.client import Client
 from shardq.core.errors import ConnectionLost, LeaseLost, ShardqError, Unavailable
 from shardq.core.loop import Loop
 from shardq.core.task import Task
+from shardq.ops import settle
+from shardq.ops.results import Kept
 from shardq.worker.metrics import Metrics
 
 log = logging.getLogger("shardq.worker")
@@ -24,13 +26,15 @@ log = logging.getLogger("shardq.worker")
 
 @dataclass(slots=True)  # one per task: a frozen dataclass took four times as long to make
 class Outcome:
-    """What became of one run: ``ack``, or a failure with its error and retry wishes."""
+    """What became of one run: ``ack`` (with the result to keep, if its handler keeps
+    results), or a failure with its error and retry wishes."""
 
     task: Task
     ok: bool
     error: str | None = None
     retry_in_s: float | None = None
     dead: bool = False
+    kept: Kept | None = None
 
 
 class Completer(Loop[int]):
@@ -108,7 +112,9 @@ class Completer(Loop[int]):
                 (self.metrics.dead if dead else self.metrics.failed).labels(o.task.queue).inc()
 
     def _ack(self, outcomes: list[Outcome]) -> None:
-        self.client.ack_many([o.task for o in outcomes])
+        # Results are written by the ack itself (a batch without any: the plain ack).
+        self.client.perform(settle.ack(self.client.statements, [o.task for o in outcomes],
+                                       [o.kept for o in outcomes]))
 
     def _nack(self, outcomes: list[Outcome]) -> None:
         self.client.nack_many([o.task for o in outcomes], [o.error for o in outcomes],

@@ -35,6 +35,7 @@ from typing import Any
 from shardq.app import Handler
 from shardq.core.task import Task
 from shardq.handler import Context, Fail, Retry, bind
+from shardq.ops.results import Encoded, encode
 
 log = logging.getLogger("shardq.worker")
 
@@ -92,15 +93,16 @@ def _unwrap(found: Any) -> Any:
     return inner if callable(inner) else found
 
 
-def run_alone(ref: Ref, context: Context) -> None:
+def run_alone(ref: Ref, context: Context) -> Encoded | None:
     """Run a suspect's handler in a child process and wait for it.
 
-    Returns when the handler returned; raises :class:`Retry` or :class:`Fail` as the
-    handler did, :class:`ChildFailed` (with the child's traceback) for any other error,
-    :class:`ProcessDied` when the process ended without an outcome.  When ``context``
-    is cancelled meanwhile (the lease was lost, or the worker gave the task back), the
-    process is killed and this returns: the caller drops the result of a cancelled
-    context anyway.
+    Returns what the handler returned, encoded in the child as a result keeps it
+    (:func:`shardq.ops.results.encode`, so that any value crosses the pipe); raises
+    :class:`Retry` or :class:`Fail` as the handler did, :class:`ChildFailed` (with the
+    child's traceback) for any other error, :class:`ProcessDied` when the process ended
+    without an outcome.  When ``context`` is cancelled meanwhile (the lease was lost, or
+    the worker gave the task back), the process is killed and this returns None: the
+    caller drops the result of a cancelled context anyway.
     """
     mine, theirs = _SPAWN.Pipe(duplex=False)
     process = _SPAWN.Process(target=_child, args=(ref, context.task, theirs),
@@ -110,7 +112,7 @@ def run_alone(ref: Ref, context: Context) -> None:
     try:
         while not mine.poll(POLL_S):
             if context.cancelled:
-                return
+                return None
             if not process.is_alive() and not mine.poll(0):
                 raise ProcessDied(_death(process.exitcode))
         try:
@@ -124,6 +126,8 @@ def run_alone(ref: Ref, context: Context) -> None:
         process.join()
         mine.close()
     _raise(outcome)
+    encoded: Encoded = outcome[1]
+    return encoded
 
 
 def _death(exitcode: int | None) -> str:
@@ -154,8 +158,8 @@ def _child(ref: Ref, task: Task, conn: Connection) -> None:
         handler = Handler(fn, task.queue, None, raw=ref.raw)
         result = handler.call(task.payload)
         if handler.is_async:
-            asyncio.run(result)
-        conn.send(("ok",))
+            result = asyncio.run(result)
+        conn.send(("ok", encode(result)))
     except Retry as exc:
         conn.send(("retry", str(exc), exc.in_s))
     except Fail as exc:

@@ -28,7 +28,8 @@ class StatsSampler(Loop[int]):
     def run_once(self) -> int:
         """One sample of every queue; returns how many were sampled."""
         try:
-            figures = many(self.client.statements, self.queues, self.slo_s)
+            st = self.client.statements
+            figures = st.perform(many(st, self.queues, self.slo_s))
         except Exception:
             for queue in self.queues:  # absent, not stale: the loop logs the failure
                 self.metrics.forget(queue)

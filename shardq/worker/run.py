@@ -140,16 +140,18 @@ def run(target: str, client_config: ClientConfig, config: WorkerConfig, *,
                           ) from exc.__cause__
     if config.processes > 1:
         return processes.supervise(serve, target, client_config, config)
-    return _serve(app, client_config, config)
+    return serve_app(app, client_config, config)
 
 
 def serve(target: str, client_config: ClientConfig, config: WorkerConfig) -> int:
     """Run one worker in this process until a signal, then end the process (exit 0 once
     the worker stopped gracefully; a second signal exits at once, with 1)."""
-    return _serve(load_target(target, config.queue), client_config, config)
+    return serve_app(load_target(target, config.queue), client_config, config)
 
 
-def _serve(app: App, client_config: ClientConfig, config: WorkerConfig) -> int:
+def serve_app(app: App, client_config: ClientConfig, config: WorkerConfig) -> int:
+    """Run a :class:`Worker` for ``app`` in this process until a signal, then end the
+    process (as :func:`serve` does)."""
     worker = Worker(app, client_config, config)
     stop = threading.Event()
     signals_seen = 0

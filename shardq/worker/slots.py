@@ -21,6 +21,7 @@ from shardq.app import App, Handler, NoHandler
 from shardq.core.task import Task
 from shardq.core.validate import error_text
 from shardq.handler import Context, Fail, Retry, bind, unbind
+from shardq.ops.results import NOT_KEPT, Encoded, Kept, encode
 from shardq.worker import isolation
 from shardq.worker.buffer import Buffer
 from shardq.worker.completer import Outcome
@@ -79,6 +80,7 @@ class Slots:
         self._warnings = RateLimit()
         self._queue_lines = RateLimit(burst=FAILURE_LINES_PER_QUEUE)
         self._not_isolatable: set[Callable[..., Any]] = set()
+        self._unkept: set[Callable[..., Any]] = set()  # handlers warned of a lost result
         self._events = EventLoopThread()
         self._threads = [threading.Thread(target=self._serve, args=(i,), name=f"shardq-slot-{i}",
                                           daemon=True) for i in range(concurrency)]
@@ -157,15 +159,15 @@ class Slots:
         try:
             ref = self._isolatable(handler) if task.suspect else None
             if ref is not None:
-                isolation.run_alone(ref, context)
+                encoded = isolation.run_alone(ref, context)
             elif handler.is_async:
                 result: Any = handler.call(task.payload)
                 context.future = asyncio.run_coroutine_threadsafe(
                     _with_context(context, result), self._events.loop)
-                context.future.result()
+                encoded = self._encoded(handler, context.future.result())
             else:
-                handler.call(task.payload)
-            return Outcome(task, ok=True)
+                encoded = self._encoded(handler, handler.call(task.payload))
+            return Outcome(task, ok=True, kept=self._kept(handler, encoded))
         except Retry as exc:
             return Outcome(task, ok=False, error=error_text(str(exc)), retry_in_s=exc.in_s)
         except Fail as exc:
@@ -181,6 +183,24 @@ class Slots:
             # A race between slots loses one sample at worst: no lock on the hot path.
             mean = self._mean_s
             self._mean_s = took if mean is None else mean + DURATION_WEIGHT * (took - mean)
+
+    @staticmethod
+    def _encoded(handler: Handler, value: Any) -> Encoded | None:
+        """The return value as its result keeps it; None when the handler keeps none."""
+        return None if handler.keep_result_s is None else encode(value)
+
+    def _kept(self, handler: Handler, encoded: Encoded | None) -> Kept | None:
+        """The result an ack of the task writes, if its handler keeps results; a value
+        that cannot be kept is warned of once per handler (its results say why)."""
+        if handler.keep_result_s is None or encoded is None:
+            return None
+        kept = Kept.of(encoded, handler.keep_result_s, self.app.client.config.max_payload_bytes)
+        if kept.error is not None and handler.fn not in self._unkept:
+            self._unkept.add(handler.fn)
+            log.warning("%r returned a value its result cannot keep (%s): the tasks still "
+                        "succeed, and their results hold this error instead of the value",
+                        handler.fn, kept.error.removeprefix(NOT_KEPT))
+        return kept
 
     def _isolatable(self, handler: Handler) -> isolation.Ref | None:
         """Where a child process finds ``handler``; None (warned once) when it cannot, and

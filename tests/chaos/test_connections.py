@@ -28,7 +28,7 @@ def test_after_a_restart_the_pool_hands_out_no_dead_connection(
         chaos_pg.start()
     url = chaos_pg.url(chaos_pg.create_database())
     with shardq.Client(url, pool_max_size=8) as client:
-        pool = client.statements.db.pool
+        pool = client.db.pool
         # Open all eight connections, then give them back idle.
         held = [pool.getconn() for _ in range(8)]
         for conn in held:

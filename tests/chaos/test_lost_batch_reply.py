@@ -16,22 +16,29 @@ import dataclasses
 import psycopg
 import pytest
 
-import shardq
 from shardq.core.dialect import COCKROACHDB
 from shardq.core.task import TaskId
 from tests.chaos.pg import ThrowawayPostgres
 from tests.chaos.proxy import Proxy
+from tests.clients import Blocking, open_client
 
 pytestmark = pytest.mark.timeout(60)
 
 
+@pytest.fixture(params=["Client", "AsyncClient"])
+def kind(request: pytest.FixtureRequest) -> str:
+    """Each client in turn: both run the same plans, through their own runner."""
+    return str(request.param)
+
+
 def test_a_batch_retried_after_its_commit_reply_was_lost_is_written_and_counted_once(
-        chaos_pg: ThrowawayPostgres, proxy: Proxy) -> None:
+        chaos_pg: ThrowawayPostgres, proxy: Proxy, kind: str) -> None:
     name = chaos_pg.create_database()
-    with shardq.Client(proxy.url(name)) as client:
-        db = client.statements.db
-        db.layout = dataclasses.replace(db.layout, dialect=COCKROACHDB)
-        assert not client.statements.dialect.copy  # the multi-row INSERT, not COPY
+    with open_client(kind, proxy.url(name)) as client:
+        runner = client.aclient.db if isinstance(client, Blocking) else client.db
+        assert runner is not None
+        runner.layout = dataclasses.replace(runner.layout, dialect=COCKROACHDB)
+        assert not runner.layout.dialect.copy  # the multi-row INSERT, not COPY
         proxy.withhold_reply(rb"^\s*COMMIT", times=1)
         ids = client.enqueue_many("lost", [{"n": n} for n in range(50)])
     assert len(proxy.withheld) == 1  # the fault happened: the first COMMIT's reply
@@ -39,13 +46,13 @@ def test_a_batch_retried_after_its_commit_reply_was_lost_is_written_and_counted_
 
 
 def test_a_batch_whose_copy_reply_was_lost_is_written_and_counted_once(
-        chaos_pg: ThrowawayPostgres, proxy: Proxy) -> None:
+        chaos_pg: ThrowawayPostgres, proxy: Proxy, kind: str) -> None:
     """On PostgreSQL a batch of 1,000 is two COPY statements, and the client encodes
     the second one's rows after sending the end of the first one's, while the server
     writes them.  The first COPY's reply never arrives and its connection is cut: the
     transaction never committed, and the retry writes and counts the batch once."""
     name = chaos_pg.create_database()
-    with shardq.Client(proxy.url(name)) as client:
+    with open_client(kind, proxy.url(name)) as client:
         assert client.statements.dialect.copy
         proxy.withhold_reply(rb"COPY shardq\.tasks", times=1)
         ids = client.enqueue_many("lost", [{"n": n} for n in range(1_000)])

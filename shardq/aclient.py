@@ -1,0 +1,83 @@
+"""The asyncio client: :class:`AsyncClient`."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, TypeVar
+
+from shardq.api import AsyncRunner, Operations, resolve
+from shardq.core import embedded
+from shardq.core.adb import AsyncDatabase
+from shardq.core.clock import Clock
+from shardq.core.config import ClientConfig
+from shardq.core.errors import SchemaNotReady
+from shardq.core.plan import Plan
+
+T = TypeVar("T")
+
+
+class AsyncClient(Operations, AsyncRunner):
+    """:class:`shardq.Client`'s calls as coroutines, on psycopg's asyncio pool.
+
+    ``async with shardq.AsyncClient(dsn) as client:`` opens it (or ``await
+    client.open()``, then ``await client.close()``); its settings are the Client's.
+    ``conn=`` takes a psycopg ``AsyncConnection``, so a task joins the caller's async
+    transaction.  Every call is written once for both clients (see :mod:`shardq.api`),
+    so they validate, retry and answer alike.
+    """
+
+    def __init__(self, dsn: str | None = None, *, config: ClientConfig | None = None,
+                 clock: Clock | None = None, **settings: Any) -> None:
+        self.config = resolve(dsn, config, settings)
+        self._clock = clock
+        self.db: AsyncDatabase | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        # Reached only for attributes not set yet: those that opening sets.
+        if name in ("statements", "clock"):
+            raise RuntimeError("the AsyncClient is not open: use `async with` or open()")
+        raise AttributeError(f"'AsyncClient' object has no attribute {name!r}")
+
+    async def open(self) -> AsyncClient:
+        """Connect (the embedded PostgreSQL when no database is named); returns self."""
+        if self.db is None:
+            self.db = await _connect(self.config)
+            try:
+                self._ready(self.db, self._clock)
+            except BaseException:
+                await self.db.close()
+                self.db = None
+                raise
+        return self
+
+    async def perform(self, plan: Plan[T]) -> T:
+        """Run an operation's plan (see :mod:`shardq.core.plan`) and return its value."""
+        if self.db is None:
+            raise RuntimeError("the AsyncClient is not open: use `async with` or open()")
+        return await self.db.perform(plan)
+
+    async def close(self) -> None:
+        """Release the client's connections."""
+        if self.db is not None:
+            await self.db.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+async def _connect(config: ClientConfig) -> AsyncDatabase:
+    """The database the settings name, or the embedded one (started, and migrated on
+    first use, in a thread: starting a server blocks)."""
+    dsn = config.dsn if config.dsn else await asyncio.to_thread(embedded.ensure_started)
+    db = AsyncDatabase.for_config(dsn, config)
+    try:
+        await db.open()
+    except SchemaNotReady:
+        if config.dsn:
+            raise
+        await asyncio.to_thread(embedded.migrate, dsn, config.bucket_count)
+        await db.open()
+    return db

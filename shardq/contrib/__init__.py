@@ -1,0 +1,1 @@
+"""Integrations of shardq with frameworks: :mod:`shardq.contrib.django`."""

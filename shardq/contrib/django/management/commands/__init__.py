@@ -1,0 +1,1 @@
+"""``manage.py shardq_worker`` and ``manage.py shardq_migrate``."""

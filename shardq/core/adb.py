@@ -1,0 +1,228 @@
+"""The asyncio runner of plans: a pool of psycopg ``AsyncConnection`` s and the retry,
+deadline and error boundary of :class:`shardq.core.db.Database`, awaited.
+
+Operations are the same plans the blocking runner drives (:mod:`shardq.core.plan`);
+only the way a request reaches the server differs: each request is awaited, so an
+event loop serves its other tasks while a statement is in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import aclosing
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+from tenacity import AsyncRetrying
+
+from shardq.core.boundary import (
+    DeadlineExceeded,
+    Layout,
+    NotSent,
+    connect_kwargs,
+    first_contact_error,
+    first_retry_wait_s,
+    layout_steps,
+    normalize_dsn,
+    retry_policy,
+    retryable,
+    translate,
+)
+from shardq.core.config import ClientConfig
+from shardq.core.errors import ShardqError, Unavailable
+from shardq.core.plan import (
+    CopyIn,
+    Done,
+    Execute,
+    Fetch,
+    Plan,
+    Request,
+    Steps,
+    Wait,
+    advance,
+    own_block,
+)
+from shardq.core.redaction import redact
+
+T = TypeVar("T")
+AConn = psycopg.AsyncConnection[Any]
+
+
+async def in_utc(conn: AConn) -> None:
+    """Run a pooled connection's session in UTC (see :func:`shardq.core.db.in_utc`)."""
+    if conn.info.parameter_status("TimeZone") != "UTC":
+        await conn.execute("SET TIME ZONE 'UTC'")
+
+
+async def drive(steps: Steps[T], conn: AConn, *, own: bool) -> T:
+    """Run an operation's generator on ``conn``, awaiting each request (see
+    :func:`shardq.core.db.drive`)."""
+    outcome = advance(steps)
+    while not isinstance(outcome, Done):
+        outcome = advance(steps, *await _settled(outcome, conn, own))
+    return outcome.value
+
+
+async def _settled(request: Request, conn: AConn, own: bool) -> tuple[Any, Exception | None]:
+    try:
+        return await _perform(request, conn, own), None
+    except Exception as exc:  # the operation's to catch, at its yield
+        return None, exc
+
+
+async def _perform(request: Request, conn: AConn, own: bool) -> Any:
+    if isinstance(request, Fetch):
+        cursor = conn.cursor(row_factory=request.row_factory) if request.row_factory \
+            else conn.cursor()
+        return await (await cursor.execute(request.query, request.params)).fetchall()
+    if isinstance(request, Execute):
+        return (await conn.execute(request.query, request.params)).rowcount
+    if isinstance(request, CopyIn):  # no overlap here: the loop serves others meanwhile
+        async with conn.cursor().copy(request.query) as copy:
+            await copy.write(request.data)
+        request.meanwhile()
+        return None
+    if isinstance(request, Wait):
+        return await _wait(conn, request)
+    if not own_block(conn, own=own):
+        return await drive(request.steps(), conn, own=own)
+    async with conn.transaction():
+        return await drive(request.steps(), conn, own=own)
+
+
+async def _wait(conn: AConn, request: Wait) -> bool:
+    if request.channel is None:
+        await asyncio.sleep(request.timeout_s)
+        return False
+    try:
+        async with aclosing(conn.notifies(timeout=request.timeout_s)) as heard:
+            async for note in heard:
+                if request.hears(note.channel, note.payload):
+                    return True
+        return False
+    except asyncio.CancelledError:
+        # The session still LISTENs (its plan cannot UNLISTEN once cancelled): back in
+        # the pool it would gather every notification for as long as it lived.
+        await conn.close()
+        raise
+
+
+class AsyncDatabase:
+    """A pool of asyncio connections and the one place an async client's plans run.
+
+    Made without I/O; :meth:`open` connects (first directly, so that a wrong address,
+    password or database fails at once with the server's own words), reads the schema's
+    layout, and opens the pool.
+    """
+
+    def __init__(self, dsn: str, *, max_size: int, connect_timeout_s: float = 5.0,
+                 statement_timeout_s: float = 30.0) -> None:
+        self.dsn = normalize_dsn(dsn)
+        self.connect_timeout_s, self.statement_timeout_s = connect_timeout_s, statement_timeout_s
+        self.max_size = max_size
+        self._turns = asyncio.Semaphore(max_size)
+        self._layout: Layout | None = None
+        self.pool: AsyncConnectionPool[AConn] | None = None
+
+    @classmethod
+    def for_config(cls, dsn: str, config: ClientConfig) -> AsyncDatabase:
+        """An AsyncDatabase with ``config``'s pool size and timeouts."""
+        return cls(dsn, max_size=config.pool_max_size, connect_timeout_s=config.connect_timeout_s,
+                   statement_timeout_s=config.statement_timeout_s)
+
+    @property
+    def layout(self) -> Layout:
+        """The schema's layout, read by :meth:`open`."""
+        if self._layout is None:
+            raise RuntimeError("the AsyncDatabase is not open: use `async with` or open()")
+        return self._layout
+
+    @layout.setter
+    def layout(self, layout: Layout) -> None:
+        self._layout = layout
+
+    async def open(self) -> None:
+        """Connect, read the layout and open the pool."""
+        kwargs = connect_kwargs(self.connect_timeout_s)
+        try:
+            conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True, **kwargs)
+            async with conn:
+                self._layout = await drive(layout_steps(), conn, own=True)
+        except ShardqError:
+            raise
+        except psycopg.Error as exc:
+            raise first_contact_error(exc, self.dsn) from exc
+        self.pool = AsyncConnectionPool(
+            self.dsn, min_size=1, max_size=self.max_size,
+            kwargs={"autocommit": True, "prepare_threshold": 0, **kwargs},
+            configure=in_utc, open=False, name="shardq-async",
+            timeout=self.connect_timeout_s + self.statement_timeout_s)
+        try:
+            await self.pool.open(wait=True, timeout=self.connect_timeout_s + 1)
+        except psycopg.OperationalError as exc:
+            await self.pool.close()
+            raise Unavailable(f"cannot connect to {redact(self.dsn)}: {exc}") from exc
+
+    async def perform(self, plan: Plan[T]) -> T:
+        """Run ``plan`` on a pooled connection with retries, or once on its own ``conn``
+        (see :meth:`shardq.core.db.Database.run` for what is retried)."""
+        try:
+            if plan.conn is not None:
+                return await drive(plan.steps(), plan.conn, own=False)
+            try:
+                return await self._attempt(plan)
+            except Exception as exc:
+                if not retryable(exc, plan.idempotent):
+                    raise
+            await asyncio.sleep(first_retry_wait_s())
+            async for attempt in AsyncRetrying(**retry_policy(plan.idempotent)):
+                with attempt:
+                    return await self._attempt(plan)
+        except Exception as exc:
+            raise translate(exc, self.dsn) from exc
+        raise AssertionError("unreachable: tenacity reraises the last error")
+
+    async def _connection(self, pool: AsyncConnectionPool[AConn]) -> AConn:
+        """A pooled connection, once one of ``max_size`` turns is free.
+
+        Callers beyond the pool's size queue here, on one semaphore, rather than each in
+        the pool's own wait (a task, a timer and a condition per caller): a thousand
+        calls started at once then cost the loop a fraction of that.  Only a caller that
+        finds every turn taken waits under the pool's timeout.
+        """
+        if self._turns.locked():
+            async with asyncio.timeout(pool.timeout):
+                await self._turns.acquire()
+        else:
+            await self._turns.acquire()
+        try:
+            return await pool.getconn(timeout=pool.timeout)
+        except BaseException:
+            self._turns.release()
+            raise
+
+    async def _attempt(self, plan: Plan[T]) -> T:
+        pool = self.pool
+        if pool is None:
+            raise RuntimeError("the AsyncDatabase is not open: use `async with` or open()")
+        try:
+            conn = await self._connection(pool)
+        except (psycopg.OperationalError, TimeoutError) as exc:  # PoolTimeout included
+            raise NotSent("no connection") from exc
+        try:
+            async with asyncio.timeout(self.statement_timeout_s + plan.wait_s):
+                return await drive(plan.steps(), conn, own=True)
+        except TimeoutError as exc:
+            await conn.close()  # mid-statement: never hand it out again
+            raise DeadlineExceeded(
+                f"the statement overran its deadline of {self.statement_timeout_s:.1f}s "
+                "(statement_timeout_s): connection dropped") from exc
+        finally:
+            await pool.putconn(conn)
+            self._turns.release()
+
+    async def close(self) -> None:
+        """Close every pooled connection."""
+        if self.pool is not None:
+            await self.pool.close(timeout=self.connect_timeout_s)

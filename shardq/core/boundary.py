@@ -1,0 +1,148 @@
+"""What both runners share: the schema's layout and how it is read, connection options,
+and the boundary around a unit of work — which failures may run it again, how it is
+retried, and how a failure becomes one of shardq's errors.
+
+:mod:`shardq.core.db` (blocking) and :mod:`shardq.core.adb` (asyncio) differ only in how
+a request reaches the server; everything here they use alike.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from tenacity import RetryCallState, retry_if_exception, stop_after_attempt, wait_random_exponential
+from tenacity.stop import stop_base
+
+from shardq.core import dialect, sqlfiles
+from shardq.core.dialect import Dialect
+from shardq.core.errors import (
+    ConfigError,
+    ConnectionLost,
+    ShardqError,
+    Unavailable,
+    is_connection_loss,
+    is_transient,
+    map_db_error,
+)
+from shardq.core.plan import Fetch, Steps
+from shardq.core.redaction import redact
+
+RETRY_ATTEMPTS = 6
+FIRST_RETRY_WAIT_S = 0.1
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What the schema in the database looks like to shardq."""
+
+    dialect: Dialect
+    bucket_column: str
+    bucket_count: int
+
+
+def normalize_dsn(dsn: str) -> str:
+    """A libpq DSN: ``cockroachdb://`` (accepted for clarity) is spoken as postgresql://."""
+    scheme, sep, rest = dsn.partition("://")
+    if sep and scheme.startswith("cockroachdb"):
+        return "postgresql://" + rest
+    return dsn
+
+
+def layout_steps() -> Steps[Layout]:
+    """Find the server's dialect, and the bucket column and count of the tasks table, or
+    raise SchemaNotReady (the steps of both runners' first contact)."""
+    rows = yield Fetch(sqlfiles.plain("server_version"))
+    found = dialect.from_version(str(rows[0][0]) if rows else "")
+    rows = yield Fetch(sqlfiles.text("schema_info", found.name), {})
+    column, count = found.bucket_column({str(r[0]): str(r[1]) for r in rows})
+    return Layout(found, column, count)
+
+
+def connect_kwargs(connect_timeout_s: float) -> dict[str, Any]:
+    """Connection options both runners pass: libpq takes whole seconds, and treats less
+    than 2 as 2."""
+    return {"connect_timeout": max(2, math.ceil(connect_timeout_s))}
+
+
+def first_contact_error(exc: psycopg.Error, dsn: str) -> ShardqError:
+    """What a failed first connection means: a DSN libpq cannot read, a server it cannot
+    reach, or a database error (a missing schema, say)."""
+    if isinstance(exc, psycopg.ProgrammingError):
+        return ConfigError(f"invalid DSN {redact(dsn)}: {cause(exc)}")
+    if isinstance(exc, psycopg.OperationalError):
+        return Unavailable(f"cannot connect to {redact(dsn)}: {cause(exc)}")
+    return map_db_error(exc)
+
+
+def retryable(exc: BaseException, idempotent: bool) -> bool:
+    """Whether a failed unit of work may run again: nothing was sent, the server rolled it
+    back (40001), or the connection was lost and running it twice is harmless."""
+    if isinstance(exc, NotSent) or is_transient(exc):
+        return True
+    return idempotent and is_connection_loss(exc)
+
+
+def first_retry_wait_s() -> float:
+    """How long to wait before the first retry: at random up to 0.1 s."""
+    return random.uniform(0, FIRST_RETRY_WAIT_S)
+
+
+def retry_policy(idempotent: bool, past_cutoff: Callable[[], bool] = lambda: False
+                 ) -> dict[str, Any]:
+    """The tenacity arguments both runners retry a unit of work with, once its first
+    attempt failed and :func:`first_retry_wait_s` passed.
+
+    The first attempt runs outside tenacity: a retrying object per call left dozens of
+    objects in reference cycles, which only the cyclic collector frees, and its full
+    collections held a busy event loop for tens of milliseconds.  Failures are rare,
+    so a retrying object is made only for them.  Jittered exponential waits double from
+    the first one, up to 2 s; RETRY_ATTEMPTS attempts in all.
+    """
+    return {"retry": retry_if_exception(lambda exc: retryable(exc, idempotent)),
+            "stop": stop_after_attempt(RETRY_ATTEMPTS - 1) | stop_when(past_cutoff),
+            "wait": wait_random_exponential(multiplier=FIRST_RETRY_WAIT_S, max=2.0),
+            "reraise": True}
+
+
+def translate(exc: Exception, dsn: str) -> Exception:
+    """A unit of work's failure as shardq's error (what is not a database's, as it is)."""
+    if isinstance(exc, ShardqError):
+        return exc
+    if isinstance(exc, NotSent):
+        why = exc.__cause__
+        return Unavailable(f"cannot connect to {redact(dsn)}: {cause(why) if why else exc}")
+    if isinstance(exc, psycopg.Error):
+        if is_connection_loss(exc):
+            return ConnectionLost(f"connection lost: {cause(exc)}")
+        return map_db_error(exc)
+    return exc
+
+
+class DeadlineExceeded(psycopg.OperationalError):
+    """A unit of work overran its deadline and its connection was cut (a lost connection,
+    as far as retries go: whether the server applied it is unknown)."""
+
+
+class NotSent(Exception):
+    """No connection could be had, so nothing was sent: the work may simply run again."""
+
+
+class stop_when(stop_base):
+    """A tenacity stop condition from a plain predicate."""
+
+    def __init__(self, predicate: Callable[[], bool]) -> None:
+        self.predicate = predicate
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return self.predicate()
+
+
+def cause(exc: BaseException) -> str:
+    """The first line of a driver error: libpq's own words, without its hints."""
+    text = str(exc).strip()
+    return redact(text.splitlines()[0] if text else type(exc).__name__)

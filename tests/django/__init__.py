@@ -1,0 +1,1 @@
+"""Django projects that tests/test_django.py runs with each Django flavour."""

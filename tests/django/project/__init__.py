@@ -1,0 +1,1 @@
+"""A Django project whose tasks run on shardq (run from this directory: manage.py)."""

@@ -1,0 +1,233 @@
+"""shardq.contrib.django: Django's Tasks API over shardq, in a real project.
+
+tests/django/project is run, as subprocesses, with each Django flavour: Django 5.2 with
+the django-tasks backport (this venv's Python), and Django 6's ``django.tasks`` (Python
+3.12, the venv .venv-django6 that .ci/run makes).  Each run migrates a fresh database
+with ``manage.py shardq_migrate``, enqueues through the Tasks API, runs ``manage.py
+shardq_worker`` until the results are there, and reads them through ``get_result`` and
+``aget_result``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict
+
+import shardq
+from tests.conftest import ROOT, Databases
+
+PROJECT = Path(__file__).resolve().parent / "django" / "project"
+DJANGO6_PYTHON = ROOT / ".venv-django6" / "bin" / "python"
+BACKPORT, DJANGO6 = "django-5.2-backport", "django-6"
+TIMEOUT_S = 120  # of one subprocess: far above what one takes
+
+
+def interpreter(flavour: str) -> str:
+    """The Python that runs ``flavour``, or skip the test (with what would provide it)."""
+    if flavour == BACKPORT:
+        if not (importlib.util.find_spec("django") and importlib.util.find_spec("django_tasks")):
+            pytest.skip("Django 5.2 and django-tasks are not installed in this venv "
+                        "(pip install -e '.[django]')")
+        return sys.executable
+    version = subprocess.run(
+        [str(DJANGO6_PYTHON), "-c", "import django, shardq; print(django.VERSION[0])"],
+        capture_output=True, text=True, check=False) if DJANGO6_PYTHON.exists() else None
+    if version is None or version.returncode != 0 or int(version.stdout) < 6:
+        pytest.skip(f"no Python 3.12 venv with Django 6 and shardq at {DJANGO6_PYTHON} "
+                    "(.ci/run makes it)")
+    return str(DJANGO6_PYTHON)
+
+
+def project_env(url: str) -> dict[str, str]:
+    """The environment of the project's processes: its database's DB_* variables (the
+    backend builds its DSN from DATABASES), and no SHARDQ_* settings of the caller's."""
+    params = conninfo_to_dict(url)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHARDQ_")}
+    env.update(DB_NAME=str(params["dbname"]), DB_USER=str(params.get("user", "")),
+               DB_PASSWORD=str(params.get("password", "")), DB_HOST=str(params.get("host", "")),
+               DB_PORT=str(params.get("port", "")))
+    return env
+
+
+def manage(python: str, env: dict[str, str], *args: str) -> str:
+    """``manage.py args`` in the project; its stdout, once it exited 0."""
+    done = subprocess.run([python, "manage.py", *args], cwd=PROJECT, env=env, text=True,
+                          capture_output=True, timeout=TIMEOUT_S, check=False)
+    assert done.returncode == 0, f"manage.py {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.mark.parametrize("flavour", [BACKPORT, DJANGO6])
+def test_tasks_run_and_results_read_back(flavour: str, databases: Databases) -> None:
+    python = interpreter(flavour)
+    url = databases.create(migrated=False)
+    env = project_env(url)
+    assert "schema created at revision" in manage(python, env, "shardq_migrate")
+    ids: dict[str, str] = json.loads(manage(python, env, "tasks_demo", "enqueue"))
+    finishing = [ids[name] for name in ("add", "report", "whoami", "shout", "committed")]
+    # Django 6's worker runs in two processes (each sets Django up afresh).
+    processes = ["--processes", "2"] if flavour == DJANGO6 else []
+    with tempfile.TemporaryFile("w+") as log:
+        worker = subprocess.Popen([python, "manage.py", "shardq_worker", "--concurrency", "2",
+                                   *processes], cwd=PROJECT, env=env, text=True, stdout=log,
+                                  stderr=subprocess.STDOUT)
+        try:
+            waited = json.loads(manage(python, env, "tasks_demo", "wait", *finishing))
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(TIMEOUT_S)
+        log.seek(0)
+        output = log.read()
+    assert worker.returncode == 0, output
+    read = json.loads(manage(python, env, "tasks_demo", "read", *ids.values()))
+    assert {i: read[i] for i in finishing} == waited  # aget_result agrees with get_result
+
+    added = waited[ids["add"]]
+    assert (added["status"], added["value"], added["args"]) == ("SUCCESSFUL", 5, [2, 3])
+    assert (added["task"], added["queue"], added["attempts"]) == ("jobs.tasks.add", "default", 1)
+    assert added["finished"]
+    committed = waited[ids["committed"]]
+    assert (committed["status"], committed["value"]) == ("SUCCESSFUL", 30)
+    assert committed["kwargs"] == {"a": 10, "b": 20}
+    assert waited[ids["shout"]]["value"] == "HI"
+    # A task that takes its context sees its own id and attempt.
+    assert waited[ids["whoami"]]["value"] == {"tag": "ctx", "id": ids["whoami"], "attempt": 1}
+
+    failed = waited[ids["report"]]
+    assert (failed["status"], failed["value"], failed["attempts"]) == ("FAILED", None, 2)
+    assert (failed["queue"], failed["priority"]) == ("reports", 50)
+    [error] = failed["errors"]
+    assert error["class"] == "jobs.tasks.ReportFailed"
+    assert "no data for sales" in error["traceback"]
+
+    later = read[ids["later"]]
+    assert (later["status"], later["priority"], later["finished"]) == ("READY", 100, False)
+    assert read[ids["rolled_back"]] is None  # its transaction rolled back: no such task
+
+    # shardq's own rows: Django's priority p is (p + 100) * 36 s of head start, and
+    # run_after the task's not-before time.
+    with shardq.Client(url) as client:
+        scheduled, dead = client.get(ids["later"]), client.get(ids["report"])
+    assert scheduled is not None
+    assert dead is not None
+    assert scheduled.priority == 200 * 36
+    assert dead.priority == 150 * 36
+    assert scheduled.exec_time == datetime.fromisoformat(later["run_after"])
+    assert (scheduled.queue, dead.state) == ("default", "dead")
+
+
+def test_calls_refused_before_anything_is_written(databases: Databases) -> None:
+    python = interpreter(BACKPORT)
+    url = databases.create()
+    refused = json.loads(manage(python, project_env(url), "tasks_demo", "refuse"))
+    assert refused == {"bad_arguments": "TypeError", "not_json": "TypeError",
+                       "bad_queue": "InvalidTaskError", "bad_priority": "InvalidTaskError",
+                       "unknown_id": "TaskResultDoesNotExist",
+                       "not_an_id": "TaskResultDoesNotExist"}
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT count(*) FROM shardq.tasks").fetchone() == (0,)
+
+
+def test_worker_refuses_a_queue_the_backend_does_not_allow(databases: Databases) -> None:
+    python = interpreter(BACKPORT)
+    done = subprocess.run([python, "manage.py", "shardq_worker", "--queue", "nightly"],
+                          cwd=PROJECT, env=project_env(databases.create()), text=True,
+                          capture_output=True, timeout=TIMEOUT_S, check=False)
+    assert done.returncode == 1
+    assert "--queue 'nightly' is not one of TASKS['default']'s QUEUES (default, reports)" in (
+        done.stderr)
+
+
+def test_database_alias_must_be_postgresql() -> None:
+    python = interpreter(BACKPORT)
+    script = (
+        "import django\n"
+        "from django.conf import settings\n"
+        "settings.configure(DATABASES={'default': {'ENGINE': 'django.db.backends.sqlite3', "
+        "'NAME': ':memory:'}})\n"
+        "django.setup()\n"
+        "from shardq.contrib.django.options import database_dsn\n"
+        "database_dsn('default')\n")
+    done = subprocess.run([python, "-c", script], text=True, capture_output=True,
+                          timeout=TIMEOUT_S, check=False)
+    assert done.returncode == 1
+    assert ("ImproperlyConfigured: shardq: DATABASES['default'] is sqlite, not PostgreSQL"
+            in done.stderr)
+
+
+def options() -> Any:
+    """shardq.contrib.django.options (Django is imported, not set up)."""
+    pytest.importorskip("django")
+    from shardq.contrib.django import options as module
+
+    return module
+
+
+def test_database_settings_become_a_libpq_url() -> None:
+    url_of = options().url_of
+    url = url_of({"NAME": "shop db", "USER": "app", "PASSWORD": "p@ss:/word", "HOST": "db.internal",
+                  "PORT": 6432, "OPTIONS": {"sslmode": "require", "isolation_level": 1}})
+    assert url.startswith("postgresql://")
+    assert conninfo_to_dict(url) == {"dbname": "shop db", "user": "app", "password": "p@ss:/word",
+                                     "host": "db.internal", "port": "6432", "sslmode": "require"}
+    socket = url_of({"NAME": "shop", "HOST": "/var/run/postgresql", "PORT": "5433"})
+    assert conninfo_to_dict(socket) == {"dbname": "shop", "host": "/var/run/postgresql",
+                                        "port": "5433"}
+    assert conninfo_to_dict(url_of({"NAME": "shop", "HOST": "::1"}))["host"] == "::1"
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    ({"DSN": "postgresql://h/db", "DATABASE": "default"}, "give DSN or DATABASE, not both"),
+    ({"DNS": "postgresql://h/db"}, "unknown key 'DNS'"),
+    ({"KEEP_RESULT_S": 0}, "['KEEP_RESULT_S'] must be a finite number between 1 and"),
+    ({"KEEP_RESULT_S": None}, "['KEEP_RESULT_S'] must be a number of seconds: get_result"),
+    ({"PRIORITY_STEP_S": 1.5}, "['PRIORITY_STEP_S'] must be a whole number of seconds"),
+    ({"SETTINGS": {"dsn": "postgresql://h/db"}}, "['SETTINGS'] must be a dict of shardq"),
+])
+def test_bad_options_are_refused(given: dict[str, Any], message: str) -> None:
+    module = options()
+    from django.core.exceptions import ImproperlyConfigured
+
+    with pytest.raises(ImproperlyConfigured) as raised:
+        module.read("default", given)
+    assert message in str(raised.value)
+    assert str(raised.value).startswith("TASKS['default']['OPTIONS']")
+
+
+def test_stored_tracebacks_name_their_exception_class() -> None:
+    pytest.importorskip("django")
+    from shardq.contrib.django.results import exception_path
+
+    def stored(kind: type[Exception], fail: Callable[[], object]) -> str:
+        """The traceback text a worker stores for the ``kind`` of error ``fail`` raises."""
+        with pytest.raises(kind) as raised:
+            fail()
+        return "".join(traceback.format_exception(raised.value))
+
+    def chained() -> None:
+        try:
+            raise KeyError("first")
+        except KeyError as first:
+            raise TimeoutError("second") from first
+
+    assert exception_path(stored(ValueError, lambda: int("bad: input"))) == "builtins.ValueError"
+    assert exception_path(stored(shardq.ConfigError,
+                                 lambda: shardq.Client("mysql://h/db"))) == (
+        "shardq.core.errors.ConfigError")
+    # The last exception of a chain is the one the task failed with.
+    assert exception_path(stored(TimeoutError, chained)) == "builtins.TimeoutError"
+    assert exception_path("lease expired three times") == "builtins.Exception"
