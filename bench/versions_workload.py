@@ -9,6 +9,8 @@ batches of 1,000, then drains them with THREADS threads of ``claim(limit=100)`` 
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import io
 import json
 import sys
@@ -16,7 +18,11 @@ import threading
 import time
 
 import shardq
-from shardq.core import migrate
+
+# The migrations' module in this tree's layout: trees before the package layout (024cd62)
+# kept it at the top of the package.
+migrate = importlib.import_module(
+    "shardq.core.migrate" if importlib.util.find_spec("shardq.core") else "shardq.migrate")
 
 BATCH = 1_000
 QUEUE = "bench"

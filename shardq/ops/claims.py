@@ -53,11 +53,15 @@ def claim(st: Statements, queue: str, start: int, *, limit: int,
     validate.queue_name(queue)
     validate.claim(None, st.bucket_count, limit, lease_s)
     n = st.bucket_count
-    buckets = [_claimer(st, queue, (start + step) % n, limit, lease_s) for step in range(n)]
+    # Each bucket's claim is made when first visited (most calls visit one), and kept:
+    # a retry visits it again under the same lease token.
+    made: dict[int, Callable[[], Steps[list[Task]]]] = {}
 
     def steps() -> Steps[list[Task]]:
-        for bucket in buckets:
-            tasks = yield from bucket()
+        for bucket in ((start + step) % n for step in range(n)):
+            if bucket not in made:
+                made[bucket] = _claimer(st, queue, bucket, limit, lease_s)
+            tasks = yield from made[bucket]()
             if tasks:
                 return tasks
         return []
