@@ -139,3 +139,35 @@ def writer_options(target: Target, table: str, *, dialect: str | None = None,
     }
     options.update(extra or {})
     return options
+
+
+# Rows per round trip of a JDBC read (pgjdbc streams through a cursor when it is set).
+READ_FETCH_SIZE = 10_000
+
+
+def reader_options(target: Target, dbtable: str, *, bucket_count: int | None = None,
+                   num_partitions: int | None = None,
+                   extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The options of ``spark.read.format("jdbc")`` that read the subquery ``dbtable``.
+
+    With ``bucket_count`` the read is split on its ``bucket`` column into
+    ``num_partitions`` ranges of buckets (default: one partition per bucket).
+    ``extra`` options are applied last and win.
+    """
+    options = {
+        "url": target.jdbc_url,
+        "dbtable": dbtable,
+        "driver": DRIVER,
+        **target.properties,
+        "fetchsize": str(READ_FETCH_SIZE),
+        "ApplicationName": "shardq-spark",
+    }
+    if bucket_count is not None:
+        parts = num_partitions or bucket_count
+        if not 1 <= parts <= bucket_count:
+            raise ConfigError(f"num_partitions must be between 1 and the bucket count "
+                              f"({bucket_count}), got {parts}")
+        options.update(partitionColumn="bucket", lowerBound="0",
+                       upperBound=str(bucket_count), numPartitions=str(parts))
+    options.update(extra or {})
+    return options

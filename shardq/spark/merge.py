@@ -37,13 +37,16 @@ def _staged(layout: Layout, name: str, stage: str, rows: str | None = None) -> s
                           identifiers=(("stage", (SCHEMA, stage)),))
 
 
-def merge_query(stage: str, *, idempotent: bool, layout: Layout = POSTGRESQL_LAYOUT
-                ) -> sql.Composed:
+def merge_query(stage: str, *, idempotent: bool, stream: bool = False,
+                layout: Layout = POSTGRESQL_LAYOUT) -> sql.Composed:
     """The merge of staging table ``stage`` into shardq.tasks, one statement.
 
     ``insert_rows`` (placement and keyed coalescing) reads the staging rows through
-    ``rows`` (append) or ``rows_fresh`` (idempotent: only ids the ledger takes now).
+    ``rows`` (append), ``rows_fresh`` (idempotent: only ids the ledger takes now) or
+    ``rows_stream`` (a stream's micro-batch: all rows if the ledger takes the batch's id).
     """
+    if stream:
+        return _staged(layout, "merge_stream", stage, "rows_stream")
     if idempotent:
         return _staged(layout, "merge_fresh", stage, "rows_fresh")
     return _staged(layout, "merge", stage, "rows")
@@ -70,10 +73,13 @@ def drop_stage(st: Statements, stage: str) -> None:
     st.run(lambda c: c.execute(query))
 
 
-def merge(st: Statements, stage: str, *, idempotent: bool) -> Merged:
-    """Merge the staging table into shardq.tasks in one transaction."""
-    query = merge_query(stage, idempotent=idempotent, layout=st.layout)
-    params = st.params()
+def merge(st: Statements, stage: str, *, idempotent: bool,
+          batch: uuid.UUID | None = None) -> Merged:
+    """Merge the staging table into shardq.tasks in one transaction; with ``batch`` (the
+    ledger id of a stream's micro-batch) only if the ledger has not seen that id."""
+    query = merge_query(stage, idempotent=idempotent, stream=batch is not None,
+                        layout=st.layout)
+    params = st.params(batch=batch)
 
     def work(conn: Conn) -> Merged:
         with conn.transaction():
@@ -95,6 +101,12 @@ def prune(st: Statements, older_than_s: float) -> int:
     """Forget ledger ids merged more than ``older_than_s`` seconds ago; return how many."""
     query = st.query("spark/ledger_prune")
     return st.run(lambda c: c.execute(query, {"older_than_s": older_than_s}).rowcount)
+
+
+def forget(st: Statements, ledger_id: uuid.UUID) -> None:
+    """Delete one id from the ledger (a stream's batch that can no longer run again)."""
+    query = st.query("spark/ledger_forget")
+    st.run(lambda c: c.execute(query, {"id": ledger_id}))
 
 
 def notify(st: Statements, queue: str) -> None:

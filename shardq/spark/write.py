@@ -73,11 +73,29 @@ def write_tasks(df: Any, *, url: str | None = None, dsn: str | None = None,
       CockroachDB); ``num_partitions`` parallel writers (coalesce or repartition);
       ``jdbc_options`` override any writer option.
     """
-    F = frame.functions()
     if mode not in MODES:
         raise ConfigError(f"mode must be one of {MODES}, got {mode!r}")
     if id_columns is not None and mode != "idempotent":
         raise ConfigError("id_columns only apply to mode='idempotent'")
+    return write_frame(df, url=url, dsn=dsn, queue=queue, payload=payload, run_at=run_at,
+                       priority=priority, key=key, max_attempts=max_attempts, mode=mode,
+                       batch_size=batch_size, num_partitions=num_partitions,
+                       id_columns=id_columns, id_namespace=id_namespace,
+                       jdbc_options=jdbc_options)
+
+
+def write_frame(df: Any, *, url: str | None, dsn: str | None, queue: frame.ColumnLike,
+                payload: frame.ColumnLike | Sequence[str], run_at: frame.ColumnLike | None,
+                priority: frame.ColumnLike | int | None, key: frame.ColumnLike | None,
+                max_attempts: frame.ColumnLike | int | None, mode: str,
+                batch_size: int | None, num_partitions: int | None,
+                id_columns: Sequence[str] | None, id_namespace: uuid.UUID | None,
+                jdbc_options: Mapping[str, str] | None,
+                batch: uuid.UUID | None = None) -> WriteResult:
+    """:func:`write_tasks` with its arguments checked; ``batch`` (a stream's micro-batch
+    ledger id) makes the staged merge all-or-nothing on that id (``mode="idempotent"``,
+    ids from ``id_columns``, which then need not be unique beyond the batch)."""
+    F = frame.functions()
     if num_partitions is not None and num_partitions < 1:
         raise ConfigError(f"num_partitions must be positive, got {num_partitions}")
     config = load(ClientConfig, {"dsn": dsn})
@@ -109,7 +127,7 @@ def write_tasks(df: Any, *, url: str | None = None, dsn: str | None = None,
             merge.create_stage(st, stage)
             try:
                 save(f"{merge.SCHEMA}.{stage}")
-                merged = merge.merge(st, stage, idempotent=mode == "idempotent")
+                merged = merge.merge(st, stage, idempotent=mode == "idempotent", batch=batch)
             finally:
                 merge.drop_stage(st, stage)
             result = WriteResult(mode, "staged", merged.staged, merged.tasks, merged.fresh)
