@@ -175,6 +175,16 @@ def connect(dsn: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
 
 
 @pytest.fixture
+def quiet(databases: Databases) -> str:
+    """A fresh database whose tasks table autovacuum leaves alone (so only the vacuum
+    step under test vacuums it)."""
+    url = databases.create()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE shardq.tasks SET (autovacuum_enabled = false)")
+    return url
+
+
+@pytest.fixture
 def db(databases: Databases) -> str:
     """A fresh database with the schema and the table tests.apps.recorder logs runs to."""
     from tests.apps import recorder

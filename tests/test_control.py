@@ -16,8 +16,8 @@ import pytest
 import shardq
 from tests.apps import recorder
 from tests.conftest import Databases
+from tests.daemons import Daemon
 from tests.helpers import claim_all, query, scalar, wait_for
-from tests.test_worker import Daemon
 
 pytestmark = pytest.mark.both_clients
 
@@ -111,7 +111,7 @@ def test_purge_removes_waiting_tasks_only(databases: Databases) -> None:
 
 @pytest.fixture
 def daemon(app_env: dict[str, str]) -> Iterator[Daemon]:
-    started = Daemon(app_env, "--queue", "work", "--queue", "patient",
+    started = Daemon(app_env, "tests.apps.recorder:app", "--queue", "work", "--queue", "patient",
                      "--poll-max-ms", "200")
     yield started
     started.signal()

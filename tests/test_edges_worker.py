@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -30,41 +29,10 @@ from shardq.worker.daemon import Worker
 from shardq.worker.logs import FORGET_AFTER, RateLimit
 from tests.apps import ticker
 from tests.conftest import Databases
+from tests.daemons import Daemon
 from tests.helpers import scalar, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-class Daemon:
-    """A ``shardq consume`` process; its output is read as it comes."""
-
-    def __init__(self, env: dict[str, str], *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "shardq", "consume", *args], env=env, cwd=ROOT,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line)
-
-    def saw(self, text: str, since: int = 0) -> bool:
-        """Whether a line from the ``since``-th on holds ``text``."""
-        return any(text in line for line in self.lines[since:])
-
-    def stop(self) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        code = self.proc.wait(timeout=60)
-        self._reader.join(timeout=10)
-        return code
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 @pytest.fixture
@@ -332,15 +300,6 @@ def test_the_embedded_server_starts_without_warnings_of_its_internals(tmp_path: 
     finally:
         subprocess.run([sys.executable, "-m", "shardq", "db", "stop"], env=env,
                        capture_output=True, timeout=120)
-
-
-@pytest.fixture
-def quiet(databases: Databases) -> str:
-    """A fresh database whose tasks table autovacuum leaves alone."""
-    url = databases.create()
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("ALTER TABLE shardq.tasks SET (autovacuum_enabled = false)")
-    return url
 
 
 def live_rows(url: str) -> Any:

@@ -15,8 +15,8 @@ from shardq.worker.config import WorkerConfig
 from shardq.worker.processes import child_config
 from tests.apps import recorder
 from tests.conftest import Databases
+from tests.daemons import Daemon
 from tests.helpers import free_port, wait_for
-from tests.test_worker import Daemon
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,6 +69,7 @@ def test_a_process_group_exports_the_figures_once(databases: Databases) -> None:
         client.enqueue_many("work", [{"n": n} for n in range(25)])
         port = free_ports(2)  # the second process serves on the next one
         daemon = Daemon({**os.environ, "SHARDQ_DSN": url, "PYTHONPATH": str(ROOT)},
+                        "tests.apps.recorder:app",
                         "--queue", "work", "--processes", "2", "--metrics-port", str(port),
                         "--slo-s", "600")
         try:

@@ -52,15 +52,6 @@ def make_dead(url: str, n: int) -> None:
         conn.execute("DELETE FROM shardq.tasks WHERE queue = 'dead'")
 
 
-@pytest.fixture
-def quiet(databases: Databases) -> str:
-    """A fresh database whose tasks table autovacuum leaves alone (the step's alone)."""
-    url = databases.create()
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("ALTER TABLE shardq.tasks SET (autovacuum_enabled = false)")
-    return url
-
-
 def advisory_locks(url: str) -> int:
     with psycopg.connect(url) as conn:
         row = conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND "

@@ -5,9 +5,6 @@ from __future__ import annotations
 import itertools
 import os
 import signal
-import subprocess
-import sys
-import threading
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,47 +12,10 @@ from pathlib import Path
 import pytest
 
 from tests.apps import recorder
+from tests.daemons import Daemon
 from tests.helpers import free_port, query, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-class Daemon:
-    """A ``shardq consume`` process of recorder.app; its output is read as it comes."""
-
-    def __init__(self, env: dict[str, str], *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "shardq", "consume", "tests.apps.recorder:app", *args],
-            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self._lines: list[str] = []
-        # A reader thread, so the test can wait for a line while the process runs.
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self._lines.append(line)
-
-    @property
-    def output(self) -> str:
-        """What the process wrote so far (stdout and stderr)."""
-        return "".join(self._lines)
-
-    def signal(self, signum: int = signal.SIGTERM) -> None:
-        self.proc.send_signal(signum)
-
-    def wait(self, timeout: float = 60) -> tuple[int, str]:
-        """The exit code and the whole output, once the process exited."""
-        code = self.proc.wait(timeout=timeout)
-        self._reader.join(timeout=10)
-        return code, self.output
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self._reader.join(timeout=10)
 
 
 @pytest.fixture
@@ -63,7 +23,7 @@ def daemons() -> Iterator[Callable[..., Daemon]]:
     started: list[Daemon] = []
 
     def start(env: dict[str, str], *args: str) -> Daemon:
-        started.append(Daemon(env, *args))
+        started.append(Daemon(env, "tests.apps.recorder:app", *args))
         return started[-1]
 
     yield start
