@@ -165,8 +165,8 @@ def test_merge_is_one_statement_over_insert_rows(pglast: Any, idempotent: bool) 
 
 
 def test_spark_sql_files_load_and_have_no_placeholder_in_comments() -> None:
-    for name in ("stage_create", "stage_drop", "rows", "rows_fresh", "merge", "merge_fresh",
-                 "ledger_exists", "ledger_prune"):
+    for name in ("stage_create", "stage_drop", "rows", "rows_new", "new_ids", "new_batch",
+                 "merge", "merge_fresh", "merge_stream", "ledger_exists", "ledger_prune"):
         text = sqlfiles.text(f"spark/{name}")
         for line in text.splitlines():
             assert "{" not in line.partition("--")[2], f"{name}: {line}"

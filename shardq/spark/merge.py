@@ -29,12 +29,15 @@ def new_stage_name() -> str:
     return STAGE_PREFIX + uuid.uuid4().hex[:16]
 
 
-def _staged(layout: Layout, name: str, stage: str, rows: str | None = None) -> sql.Composed:
+def _staged(layout: Layout, name: str, stage: str, rows: str | None = None,
+            is_new: str | None = None) -> sql.Composed:
     """Statement ``spark/<name>`` on staging table ``stage``; ``rows`` names the file that
-    feeds insert_rows (instead of the API's unnest of parameter arrays)."""
+    feeds insert_rows (instead of the API's unnest of parameter arrays), ``is_new`` the
+    condition that picks the staged rows the ledger took (for ``rows_new``)."""
+    fragments = ((("rows", f"spark/{rows}"),) if rows else ()) + (
+        (("is_new", f"spark/{is_new}"),) if is_new else ())
     return sqlfiles.query(f"spark/{name}", layout.dialect.name, layout.bucket_column,
-                          fragments=(("rows", f"spark/{rows}"),) if rows else (),
-                          identifiers=(("stage", (SCHEMA, stage)),))
+                          fragments=fragments, identifiers=(("stage", (SCHEMA, stage)),))
 
 
 def merge_query(stage: str, *, idempotent: bool, stream: bool = False,
@@ -42,13 +45,14 @@ def merge_query(stage: str, *, idempotent: bool, stream: bool = False,
     """The merge of staging table ``stage`` into shardq.tasks, one statement.
 
     ``insert_rows`` (placement and keyed coalescing) reads the staging rows through
-    ``rows`` (append), ``rows_fresh`` (idempotent: only ids the ledger takes now) or
-    ``rows_stream`` (a stream's micro-batch: all rows if the ledger takes the batch's id).
+    ``rows`` (append) or ``rows_new``: only ids the ledger takes now (idempotent,
+    ``new_ids``), or all rows if it takes the batch's id (a stream's micro-batch,
+    ``new_batch``).
     """
     if stream:
-        return _staged(layout, "merge_stream", stage, "rows_stream")
+        return _staged(layout, "merge_stream", stage, "rows_new", "new_batch")
     if idempotent:
-        return _staged(layout, "merge_fresh", stage, "rows_fresh")
+        return _staged(layout, "merge_fresh", stage, "rows_new", "new_ids")
     return _staged(layout, "merge", stage, "rows")
 
 
