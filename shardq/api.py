@@ -41,6 +41,7 @@ from shardq.ops import (
     results,
     settle,
 )
+from shardq.ops import limits as flow
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -155,34 +156,36 @@ class Operations:
     def enqueue(self, queue: str, payload: Any, *, delay_s: float | None = None,
                 run_at: datetime | None = None, priority: int = 0,
                 max_attempts: int | None = None, key: str | None = None,
-                conn: Any = None) -> Plan[TaskId]:
+                group: str | None = None, conn: Any = None) -> Plan[TaskId]:
         """Add one task and return its id.
 
         ``delay_s``/``run_at`` give a not-before time; ``priority`` is seconds of
         head start over tasks enqueued up to that long before.  With ``key``, tasks
         of the same key never run at the same time and a re-enqueue of a waiting key
-        updates that task (the returned id's ``coalesced`` says so).  With ``conn`` (a
+        updates that task (the returned id's ``coalesced`` says so).  ``group`` (a
+        tenant, a customer) is the unit of fairness and of per-group limits: groups
+        with waiting tasks take turns (see :meth:`set_limits`).  With ``conn`` (a
         psycopg ``Connection``; an ``AsyncConnection`` for the AsyncClient) the task is
         written in the caller's transaction and rolls back with it.
         """
         params = produce.placement(self.statements, queue, delay_s, run_at, priority,
-                                   max_attempts)
+                                   max_attempts, group)
         return produce.enqueue(self.statements, params, payload, key, conn)
 
     @operation
     def enqueue_many(self, queue: str, payloads: Iterable[Any], *,
                      delay_s: float | None = None, run_at: datetime | None = None,
                      priority: int = 0, max_attempts: int | None = None,
-                     keys: Sequence[str | None] | None = None,
+                     keys: Sequence[str | None] | None = None, group: str | None = None,
                      conn: Any = None) -> Plan[list[TaskId]]:
         """Add many tasks with the same options in one transaction; return their ids.
 
         ``keys`` (one per payload, None for unkeyed ones) coalesce like
         :meth:`enqueue`'s, duplicates within the batch included (the last payload wins).
-        Unkeyed batches are written with COPY.
+        ``group`` is every task's group.  Unkeyed batches are written with COPY.
         """
         params = produce.placement(self.statements, queue, delay_s, run_at, priority,
-                                   max_attempts)
+                                   max_attempts, group)
         return produce.enqueue_many(self.statements, params, payloads, keys, conn)
 
     # -- consuming -----------------------------------------------------------
@@ -193,11 +196,12 @@ class Operations:
         """Claim up to ``limit`` eligible tasks from the next non-empty bucket.
 
         Buckets are visited round-robin, each call starting one bucket further; an
-        empty result means every bucket was empty for this queue.
+        empty result means every bucket was empty for this queue.  A queue with limits
+        or groups (see :meth:`set_limits`) is claimed under them, a turn at a time.
         """
         validate.claim(None, self.bucket_count, limit, lease_s)  # once, before any bucket
-        return claims.claim(self.statements, queue, self._next_bucket(), limit=limit,
-                            lease_s=lease_s)
+        return flow.claim_any(self.statements, queue, self._next_bucket(), limit=limit,
+                                lease_s=lease_s)
 
     @operation
     def claim_bucket(self, queue: str, bucket: int, *, limit: int = 10,
@@ -205,6 +209,45 @@ class Operations:
         """Claim up to ``limit`` eligible tasks of ``queue`` from one bucket (one statement)."""
         return claims.claim_bucket(self.statements, queue, bucket, limit=limit,
                                    lease_s=lease_s)
+
+    @operation
+    def claim_turn(self, queue: str, bucket: int, *, after: str | None,
+                   control: flow.Control, limit: int = 10,
+                   lease_s: float | None = None) -> Plan[flow.Turn]:
+        """One claim of a flow-controlled queue under its limits: the ungrouped tasks of
+        ``bucket`` (``after`` None), or the next group after ``after`` (see
+        :func:`shardq.ops.flow.claim_turn`).  Workers use it; :meth:`claim` is the
+        simpler call."""
+        return flow.claim_turn(self.statements, queue, bucket, after=after,
+                                 control=control, limit=limit, lease_s=lease_s)
+
+    # -- flow control ------------------------------------------------------------
+
+    @operation
+    def set_limits(self, queue: str, *, max_running: int | None = None,
+                   max_running_per_group: int | None = None,
+                   rate: flow.Rate | None = None,
+                   rate_per_group: flow.Rate | None = None) -> Plan[flow.Limits]:
+        """Set ``queue``'s limits, replacing all earlier ones (call with none to clear
+        them); every worker applies them at its next claim.
+
+        ``max_running`` caps the queue's running tasks across every worker,
+        ``max_running_per_group`` each group's; ``rate``/``rate_per_group`` cap claims
+        per period (:class:`shardq.Rate`).  The database keeps them: capacity comes back
+        when a task ends or its lease expires, whatever happened to its worker.
+        """
+        return flow.set_limits(self.statements, queue, flow.Limits(
+            max_running, max_running_per_group, rate, rate_per_group))
+
+    @operation
+    def limits(self, queue: str) -> Plan[flow.Control]:
+        """``queue``'s limits and how much of them is in use (:class:`shardq.Control`)."""
+        return flow.control(self.statements, queue)
+
+    @operation
+    def controls(self, queues: Sequence[str]) -> Plan[dict[str, flow.Control]]:
+        """:meth:`limits` of several queues in one statement."""
+        return flow.controls(self.statements, queues)
 
     # -- settling claimed tasks ------------------------------------------------
 

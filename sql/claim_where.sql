@@ -1,15 +1,13 @@
--- The tasks a claim may take: one queue's eligible tasks of one bucket, which are one
--- index range of the primary key, (bucket, queue, 'available', exec_time <= now).
+-- The tasks a claim may take: one queue's eligible tasks of one index range
+-- (claim_range: by default one bucket's, (bucket, queue, 'available', exec_time <= now)
+-- of the primary key; a flow-controlled claim reads one group's or the ungrouped ones).
 -- A keyed task waits while a task of its key runs (its follow-up): the check probes
 -- the small index tasks_running_keys and unkeyed tasks skip it.  OFFSET 0 keeps the
 -- planner from turning the probe into a hash of every running key.
 -- A paused queue hands out nothing: the check names no column of the row, so it is
 -- evaluated once per statement (an InitPlan on PostgreSQL, one probe of
 -- shardq.queues' primary key), and when it fails the range is never read.
-{bucket} = %(bucket)s
-      AND queue = %(queue)s
-      AND status = 'available'
-      AND exec_time <= coalesce(%(now)s::timestamptz, now())
+{claim_range}
       AND NOT EXISTS (
           SELECT 1 FROM shardq.queues AS paused
           WHERE paused.name = %(queue)s AND paused.paused_at IS NOT NULL)

@@ -1,6 +1,12 @@
--- Resume a queue: its row goes, so that a queue with no tasks left is no longer listed
--- (queue_names).  Returns the row's paused_at, NULL for a row left by a resume of an
--- older release; no row when the queue had none.  (CockroachDB's workers poll: they
--- find the queue's tasks at their next visit of each bucket.)
-DELETE FROM shardq.queues WHERE name = %(queue)s
-RETURNING paused_at
+-- Resume a queue: its pause is cleared (limits_tidy then removes a row left with no
+-- limits, so that a queue with no tasks left is no longer listed by queue_names).
+-- Returns the row's paused_at, NULL for a queue that was not paused; no row when the
+-- queue had none.  (CockroachDB's workers poll: they find the queue's tasks at their
+-- next visit of each bucket.)
+WITH old AS (
+    SELECT name, paused_at FROM shardq.queues WHERE name = %(queue)s FOR UPDATE
+), resumed AS (
+    UPDATE shardq.queues AS q SET paused_at = NULL FROM old WHERE q.name = old.name
+    RETURNING q.name
+)
+SELECT old.paused_at FROM old

@@ -21,9 +21,32 @@ CREATE TABLE shardq.periodic (
     CONSTRAINT periodic_missed_check CHECK ((missed = ANY (ARRAY['skip'::text, 'once'::text, 'all'::text])))
 );
 
+CREATE TABLE shardq.groups (
+    queue text NOT NULL,
+    name text NOT NULL,
+    rate_tat timestamp with time zone
+);
+
 CREATE TABLE shardq.queues (
     name text NOT NULL,
-    paused_at timestamp with time zone
+    paused_at timestamp with time zone,
+    max_running integer,
+    max_running_per_group integer,
+    rate_count integer,
+    rate_period_s double precision,
+    rate_burst integer,
+    rate_tat timestamp with time zone,
+    rate_per_group_count integer,
+    rate_per_group_period_s double precision,
+    rate_per_group_burst integer,
+    CONSTRAINT queues_max_running_check CHECK ((max_running >= 1)),
+    CONSTRAINT queues_max_running_per_group_check CHECK ((max_running_per_group >= 1)),
+    CONSTRAINT queues_rate_burst_check CHECK ((rate_burst >= 1)),
+    CONSTRAINT queues_rate_count_check CHECK ((rate_count >= 1)),
+    CONSTRAINT queues_rate_per_group_burst_check CHECK ((rate_per_group_burst >= 1)),
+    CONSTRAINT queues_rate_per_group_count_check CHECK ((rate_per_group_count >= 1)),
+    CONSTRAINT queues_rate_per_group_period_s_check CHECK ((rate_per_group_period_s > (0)::double precision)),
+    CONSTRAINT queues_rate_period_s_check CHECK ((rate_period_s > (0)::double precision))
 );
 
 CREATE TABLE shardq.results (
@@ -70,16 +93,23 @@ CREATE TABLE shardq.tasks (
     times_claimed integer DEFAULT 0 NOT NULL,
     times_requeued integer DEFAULT 0 NOT NULL,
     last_requeued_at timestamp with time zone,
+    task_group text,
+    slot integer,
+    group_slot integer,
     CONSTRAINT tasks_attempts_check CHECK (((attempts >= 0) AND (max_attempts >= 1))),
     CONSTRAINT tasks_head_start_check CHECK ((pending_head_start_s >= 0)),
     CONSTRAINT tasks_key_check CHECK (((key IS NULL) OR ((length(key) >= 1) AND (length(key) <= 512)))),
     CONSTRAINT tasks_queue_check CHECK (((octet_length(queue) BETWEEN 1 AND 128) AND ("left"(queue, 1) <> ALL (ARRAY['_'::text, '.'::text, ':'::text, '-'::text])) AND (ltrim(textsend(queue), '\x4142434445464748494a4b4c4d4e4f505152535455565758595a6162636465666768696a6b6c6d6e6f707172737475767778797a303132333435363738395f2e3a2d'::bytea) = '\x'::bytea))),
-    CONSTRAINT tasks_status_check CHECK ((status = ANY (ARRAY['available'::text, 'locked'::text, 'dead'::text])))
+    CONSTRAINT tasks_status_check CHECK ((status = ANY (ARRAY['available'::text, 'locked'::text, 'dead'::text]))),
+    CONSTRAINT tasks_task_group_check CHECK (((task_group IS NULL) OR ((length(task_group) >= 1) AND (length(task_group) <= 256))))
 )
 WITH (fillfactor='90', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='1000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='1000', autovacuum_vacuum_cost_delay='0', vacuum_truncate='false');
 
 ALTER TABLE ONLY shardq.periodic
     ADD CONSTRAINT periodic_pkey PRIMARY KEY (name);
+
+ALTER TABLE ONLY shardq.groups
+    ADD CONSTRAINT groups_pkey PRIMARY KEY (queue, name);
 
 ALTER TABLE ONLY shardq.queues
     ADD CONSTRAINT queues_pkey PRIMARY KEY (name);
@@ -100,6 +130,10 @@ CREATE INDEX results_expiry ON shardq.results USING btree (expires_at);
 
 CREATE UNIQUE INDEX tasks_ids ON shardq.tasks USING btree (id);
 
+CREATE UNIQUE INDEX tasks_group_slots ON shardq.tasks USING btree (queue, task_group, group_slot) WHERE ((status = 'locked'::text) AND (group_slot IS NOT NULL));
+
+CREATE INDEX tasks_groups_waiting ON shardq.tasks USING btree (queue, task_group, exec_time) WHERE ((status = 'available'::text) AND (task_group IS NOT NULL));
+
 CREATE INDEX tasks_head_starts ON shardq.tasks USING btree (bucket, exec_time) WHERE (pending_head_start_s > 0);
 
 CREATE INDEX tasks_leases ON shardq.tasks USING btree (bucket, exec_time, id) WHERE (status = 'locked'::text);
@@ -108,3 +142,4 @@ CREATE UNIQUE INDEX tasks_running_keys ON shardq.tasks USING btree (queue, key) 
 
 CREATE UNIQUE INDEX tasks_waiting_keys ON shardq.tasks USING btree (queue, key) WHERE ((key IS NOT NULL) AND (status = 'available'::text));
 
+CREATE UNIQUE INDEX tasks_slots ON shardq.tasks USING btree (queue, slot) WHERE ((status = 'locked'::text) AND (slot IS NOT NULL));

@@ -96,6 +96,17 @@ CRDB_QUERIES = (
     "ack_results",
     "result",
     "janitor_results",
+    "claim_limited",
+    "claim_recover_any",
+    "rate_take",
+    "rate_refund",
+    "group_rate_take",
+    "group_rate_refund",
+    "group_row",
+    "group_next",
+    "limits_set",
+    "limits_tidy",
+    "limits_get",
 )
 # Pieces spliced into other queries: the backoff expression, the placement rule and its
 # row sources, and the coalescing insert.
@@ -103,7 +114,12 @@ FRAGMENTS = ("backoff", "batch_notify", "placement", "placement_params", "rows_u
              "insert_rows", "locate", "insert_one", "claim_where", "claim_set", "claim_returning",
              "rescue_where", "rescue_set", "promote_where", "promote_set", "claim_columns",
              "suspect", "rescue_dies", "rescue_error", "throughput_add", "task_columns",
-             "order_earliest", "order_latest", "sample_states", "results_notify")
+             "order_earliest", "order_latest", "sample_states", "results_notify",
+             # flow control (shardq.ops.limits)
+             "claim_range", "claim_range_ungrouped", "claim_range_mixed", "claim_range_group",
+             "rate_unset", "rate_unset_both", "rate_unset_per_group", "rate_spent",
+             "claim_slots", "claim_slots_taken", "claim_free", "queue_free", "group_free",
+             "group_free_none")
 # Binary COPY (CockroachDB batches go through enqueue_many) and NOTIFY; keyed tasks'
 # requeue statements, which modify the table twice in one statement, live in
 # sql/postgresql/ only.
@@ -210,6 +226,9 @@ RERUNNABLE = re.compile(
     r"|DROP (SCHEMA|TABLE|INDEX) IF EXISTS"
     r"|ALTER TABLE \S+ CONFIGURE ZONE (USING|DISCARD)"
     r"|ALTER TABLE \S+ SET \((autovacuum|vacuum)_\w+"  # storage parameters: set again alike
+    # columns added or dropped only where (not) there, every one of the statement's
+    r"|ALTER TABLE \S+ ADD COLUMN IF NOT EXISTS (?!.*, ADD COLUMN (?!IF NOT EXISTS))"
+    r"|ALTER TABLE \S+ DROP COLUMN IF EXISTS (?!.*, DROP COLUMN (?!IF EXISTS))"
     # dropped, if there, and added again in one statement
     r"|ALTER TABLE \S+ DROP CONSTRAINT IF EXISTS (?P<c>\w+), ADD CONSTRAINT (?P=c) )\b"
 )
@@ -235,10 +254,8 @@ def as_text(composed: sql.Composable) -> str:
 
 
 def compose(name: str, bucket: str = SHARD_16, limit: int = CLAIM_LIMIT) -> str:
-    """Query ``name`` composed for CockroachDB (the limit only where the template takes one)."""
-    template = sqlfiles.text(name, "cockroachdb")
-    composed = sqlfiles.query(name, "cockroachdb", bucket, limit if "{limit}" in template else None)
-    return as_text(composed)
+    """Query ``name`` composed for CockroachDB (the limit used where a template takes one)."""
+    return as_text(sqlfiles.query(name, "cockroachdb", bucket, limit))
 
 
 def subquery(text: str) -> str:
@@ -471,6 +488,7 @@ AS_CONDITION = sql.SQL("SELECT 1 FROM shardq.tasks WHERE {}")
 AS_SET_LIST = sql.SQL("UPDATE shardq.tasks AS t SET {} FROM (SELECT now() AS now) AS clock")
 AS_RETURNING = sql.SQL("DELETE FROM shardq.tasks AS t {}")
 AS_ORDER = sql.SQL("SELECT 1 FROM shardq.tasks ORDER BY exec_time {}")
+AS_GUARD = sql.SQL("SELECT 1 FROM shardq.tasks WHERE true {}")
 # The shared parts of the claim, rescue and promote statements, and how each is parsed.
 CLAUSES = {"claim_where": AS_CONDITION, "rescue_where": AS_CONDITION,
            "promote_where": AS_CONDITION, "claim_set": AS_SET_LIST, "rescue_set": AS_SET_LIST,
@@ -479,7 +497,11 @@ CLAUSES = {"claim_where": AS_CONDITION, "rescue_where": AS_CONDITION,
            "rescue_dies": AS_CONDITION, "rescue_error": AS_EXPRESSION,
            "task_columns": AS_EXPRESSION, "order_earliest": AS_ORDER, "order_latest": AS_ORDER,
            "sample_states": AS_EXPRESSION, "batch_notify": AS_EXPRESSION,
-           "results_notify": AS_EXPRESSION}
+           "results_notify": AS_EXPRESSION, "claim_range": AS_CONDITION,
+           "claim_range_ungrouped": AS_CONDITION, "claim_range_mixed": AS_CONDITION,
+           "claim_range_group": AS_CONDITION, "rate_unset": AS_GUARD, "rate_unset_both": AS_GUARD,
+           "rate_unset_per_group": AS_GUARD, "rate_spent": AS_GUARD, "claim_slots": AS_SET_LIST,
+           "claim_slots_taken": AS_SET_LIST}
 
 
 @pytest.mark.parametrize("name", COMPOSED)

@@ -72,6 +72,8 @@ class TaskInfo:
     last_requeued_at: datetime | None
     state: str
     """available, scheduled (available but not yet due), locked or dead."""
+    group: str | None = None
+    """The group it was enqueued in (``enqueue(..., group=...)``), if any."""
 
 
 @dataclass(frozen=True)

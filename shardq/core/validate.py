@@ -288,3 +288,32 @@ class Arguments:
             parameters=[p.replace(annotation=p.empty)
                         for p in self.signature.parameters.values()],
             return_annotation=inspect.Signature.empty)
+
+
+MAX_GROUP_CHARS = 256
+
+
+def positive_int(name: str, value: object) -> int:
+    """An integer from 1 to the largest 32-bit one (limits are integer columns)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= INT4_MAX:
+        raise InvalidTask(f"{name} must be an integer in [1, {INT4_MAX}], got {value!r}")
+    return value
+
+
+def positive_float(name: str, value: object) -> float:
+    """A finite number above zero (a period in seconds)."""
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or not math.isfinite(value) or value <= 0 or value > MAX_DELAY_S):
+        raise InvalidTask(f"{name} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def group(value: object) -> str | None:
+    """A task's group: None, or text of 1 to :data:`MAX_GROUP_CHARS` characters that
+    PostgreSQL can store."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 1 <= len(value) <= MAX_GROUP_CHARS:
+        raise InvalidTask(f"group must be a string of 1 to {MAX_GROUP_CHARS} characters, "
+                          f"got {value!r:.80}")
+    return storable("group", value)

@@ -80,6 +80,13 @@ def _claimer(st: Statements, queue: str, bucket: int, limit: int,
     rows = task_rows(queue, token)
     take = Fetch(st.query("claim", limit), params, rows)
     recover = Fetch(st.query("claim_recover"), params, rows)
+    return attempt_claim(take, recover)
+
+
+def attempt_claim(take: Fetch, recover: Fetch) -> Callable[[], Steps[list[Task]]]:
+    """The steps of one claim statement ``take``, run afresh on each attempt: a retry
+    first collects, by the claim's lease token (``recover``), what an attempt whose
+    reply was lost took."""
     tries = 0
 
     def steps() -> Steps[list[Task]]:
@@ -92,8 +99,9 @@ def _claimer(st: Statements, queue: str, bucket: int, limit: int,
         try:
             claimed: list[Task] = yield take
         except UniqueViolation:
-            # Two claims raced for two tasks of one key; tasks_running_keys let one
-            # win.  This bucket is simply tried again later.
+            # Two claims raced for two tasks of one key (tasks_running_keys) or for one
+            # capacity slot (tasks_slots): the index let one win.  This range is simply
+            # tried again later.
             return []
         return claimed
 

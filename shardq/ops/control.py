@@ -3,7 +3,8 @@
 Each operation is a :class:`~shardq.core.plan.Plan` (run it with ``st.perform(plan)``,
 or an asyncio runner's ``perform``); its arguments are checked when the plan is made.
 The paused state lives in ``shardq.queues`` and every claim checks it, so it holds
-for every worker at once and survives restarts; resuming deletes the queue's row.
+for every worker at once and survives restarts; resuming clears it (and deletes
+the queue's row unless it holds limits, see :mod:`shardq.ops.limits`).
 Pause and resume refuse a queue with no tasks, no pause and no recent activity (a
 typo would otherwise be listed as a queue from then on); ``pause(create=True)``
 pauses a queue before its first task.  A cancelled task's row is deleted:
@@ -66,6 +67,7 @@ def resume(st: Statements, queue: str) -> Plan[bool]:
 
     def steps() -> Steps[bool]:
         rows = yield st.fetch("queue_resume", {"queue": name})
+        yield st.execute("limits_tidy", {"queue": name})
         if rows and rows[0][0] is not None:
             return True
         if not (yield from known(st, name)):

@@ -27,7 +27,7 @@ written 1.04x as fast on PostgreSQL 18 and 1.03x on 15."""
 # the number of fields and each field's length and bytes; -1 ends the data.
 BINARY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
 BINARY_TRAILER = (-1).to_bytes(2, signed=True)
-FIELDS = (8).to_bytes(2)  # the columns of sql/copy_tasks.sql
+FIELDS = (9).to_bytes(2)  # the columns of sql/copy_tasks.sql
 UUID_LENGTH, INT4_LENGTH, TIMESTAMP_LENGTH = (16).to_bytes(4), (4).to_bytes(4), (8).to_bytes(4)
 JSONB_VERSION = b"\x01"
 PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
@@ -43,14 +43,15 @@ def jsonb(text: str) -> Jsonb:
 
 
 def placement(st: Statements, queue: str, delay_s: float | None, run_at: datetime | None,
-              priority: int, max_attempts: int | None) -> dict[str, Any]:
+              priority: int, max_attempts: int | None,
+              group: str | None = None) -> dict[str, Any]:
     """The validated options every task of one enqueue call shares, as bound parameters."""
     delay_s, run_at = validate.schedule(delay_s, run_at)
     return st.params(
         queue=validate.queue_name(queue), delay_s=delay_s, run_at=run_at,
         priority=validate.priority(priority),
         max_attempts=validate.max_attempts(max_attempts, st.config.max_attempts),
-        notify=st.config.notify,
+        notify=st.config.notify, group=validate.group(group),
     )
 
 
@@ -183,7 +184,7 @@ def _copy_tasks(st: Statements, params: dict[str, Any], ids: NewIds,
     head = FIELDS + UUID_LENGTH
     tail = (_timestamp(p["exec_time"]) + _int4(p["priority"])
             + _int4(p["pending_head_start_s"]) + _int4(p["max_attempts"])
-            + _timestamp(p["now"]))
+            + _timestamp(p["now"]) + _text(p["group"]))
     queue_field = len(queue).to_bytes(4) + queue
 
     def rows(first: int, last: int) -> bytes:
@@ -219,6 +220,14 @@ def _timestamp(value: datetime) -> bytes:
     delta = value - PG_EPOCH
     return TIMESTAMP_LENGTH + ((delta.days * 86_400 + delta.seconds) * 1_000_000
                                + delta.microseconds).to_bytes(8, signed=True)
+
+
+def _text(value: str | None) -> bytes:
+    """A text field, or NULL (length -1)."""
+    if value is None:
+        return (-1).to_bytes(4, signed=True)
+    data = value.encode()
+    return len(data).to_bytes(4) + data
 
 
 def _int4(value: int) -> bytes:

@@ -31,11 +31,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from shardq.client import Client
 from shardq.core.loop import Loop
+from shardq.core.task import Task
 from shardq.handler import Context
 from shardq.worker.buffer import Buffer
+from shardq.worker.controls import Controls
 from shardq.worker.leases import LeaseKeeper
 from shardq.worker.metrics import Metrics
 
@@ -89,11 +92,16 @@ class Schedule:
                 return i, 0.0
         return -1, max(0.0, min(self._cool_until) - now)
 
-    def record(self, index: int, claimed: int) -> None:
-        """Note that a claim on target ``index`` took ``claimed`` tasks."""
+    def record(self, index: int, claimed: int, wait_s: float | None = None) -> None:
+        """Note that a claim on target ``index`` took ``claimed`` tasks; ``wait_s``: a
+        rate gave none and gives again in that long (the target cools down as long)."""
         if claimed:
             self._cooldown[index] = 0.0
             self._cool_until[index] = 0.0
+            return
+        if wait_s is not None:
+            self._cooldown[index] = wait_s
+            self._cool_until[index] = self.clock() + wait_s
             return
         cap = self._cap[index]
         doubled = min(cap, max(FIRST_COOLDOWN_S, self._cooldown[index] * 2))
@@ -146,6 +154,7 @@ class Claimer(Loop[int]):
                  batch: int, lease_s: Callable[[str], float], metrics: Metrics,
                  demand: Callable[[], int], max_wait_s: float,
                  give_back: Callable[[list[Context]], None],
+                 controls: Controls | None = None,
                  lag: Callable[[], int] = lambda: 0) -> None:
         super().__init__(name, schedule.poll_max_s)
         self.client, self.schedule, self.buffer, self.keeper = client, schedule, buffer, keeper
@@ -157,6 +166,10 @@ class Claimer(Loop[int]):
         self._wait_s = 0.0
         self._claiming = False
         self.resume_below = 0  # while starved: the buffer size that leaves room for a claim
+        self.controls = controls
+        # Per flow-controlled queue: the last group this claimer served (None: the
+        # ungrouped tasks' turn is next), so that its turns go round the groups.
+        self._after: dict[str, str | None] = {}
 
     def notify(self, queue: str | None, bucket: int | None = None) -> None:
         """New work: in ``bucket`` of ``queue`` (look there next), or anywhere in ``queue``
@@ -198,17 +211,34 @@ class Claimer(Loop[int]):
         self._claiming = True
         sent = self.keeper.monotonic()  # the leases begin no earlier than this
         try:
-            tasks = self.client.claim_bucket(queue, bucket, limit=limit, lease_s=lease_s)
+            tasks, rate_wait_s = self._claim(queue, bucket, limit, lease_s)
         finally:
             self._claiming = False
         with self._reset_lock:
-            self.schedule.record(index, len(tasks))
+            self.schedule.record(index, len(tasks), rate_wait_s)
         if tasks:
             self.metrics.claimed.labels(queue).inc(len(tasks))
             self.metrics.batch_fill.observe(len(tasks) / limit)
             self.buffer.put_many(self.keeper.hold(tasks, lease_s, sent))
         self._wait_s = 0.0
         return len(tasks)
+
+    def _claim(self, queue: str, bucket: int, limit: int,
+               lease_s: float) -> tuple[list[Task], float | None]:
+        """One claim of ``queue`` at ``bucket``: a plain one, or a turn under the queue's
+        flow control; with how long a rate asks to wait (None: no rate bound)."""
+        control = self.controls.get(queue) if self.controls is not None else None
+        if control is None or not control.controlled:
+            return self.client.claim_bucket(queue, bucket, limit=limit, lease_s=lease_s), None
+        turn = self.client.claim_turn(queue, bucket, after=self._after.get(queue),
+                                      control=control, limit=limit, lease_s=lease_s)
+        self._after[queue] = turn.after
+        if turn.tasks:
+            waited = datetime.now(UTC)
+            for task in turn.tasks:
+                self.metrics.limit_wait.labels(queue).observe(
+                    max(0.0, (waited - task.enqueued_at).total_seconds()))
+        return turn.tasks, turn.wait_s or None
 
     @property
     def claiming(self) -> bool:

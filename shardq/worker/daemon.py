@@ -29,6 +29,7 @@ from shardq.worker.buffer import Buffer
 from shardq.worker.claimer import Claimer, Schedule
 from shardq.worker.completer import Completer, Outcome
 from shardq.worker.config import WorkerConfig
+from shardq.worker.controls import Controls
 from shardq.worker.leases import HEARTBEAT_FRACTION, LeaseKeeper
 from shardq.worker.metrics import Metrics
 from shardq.worker.notifier import Listener
@@ -92,6 +93,7 @@ class Worker:
         count = self.config.claimers
         targets = [(q, b) for b in range(self.client.bucket_count) for q in queues]
         base = random.randrange(len(targets))
+        controls = Controls(self.client, queues)
         return [Claimer(f"shardq-claimer-{i}", self.client,
                         Schedule(targets, base + i * len(targets) // count,
                                  self.config.poll_max_ms / 1000, share=count,
@@ -100,7 +102,7 @@ class Worker:
                         batch=self.config.batch, lease_s=leases.__getitem__,
                         metrics=self.metrics, lag=self.completer.lag,
                         demand=self._demand, max_wait_s=self.config.prefetch_max_s,
-                        give_back=self._give_back_waiting)
+                        give_back=self._give_back_waiting, controls=controls)
                 for i in range(count)]
 
     def _demand(self) -> int:

@@ -56,6 +56,10 @@ class Metrics:
         self.batch_fill = Histogram(
             "shardq_claim_batch_fill", "Claimed tasks / claim limit, for non-empty claims",
             buckets=(0.1, 0.25, 0.5, 0.75, 0.9, 1.0), registry=r)
+        self.limit_wait = Histogram(
+            "shardq_limit_wait_seconds",
+            "From enqueue to claim, for tasks of queues with limits or groups", ["queue"],
+            buckets=(0.01, 0.1, 0.5, 1, 5, 30, 60, 300, 1800), registry=r)
         self.depth = Gauge("shardq_queue_available", "Eligible tasks waiting", ["queue"],
                            registry=r)
         self.oldest = Gauge("shardq_queue_oldest_eligible_seconds",

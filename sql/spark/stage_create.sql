@@ -13,5 +13,6 @@ CREATE UNLOGGED TABLE {stage} (
     payload jsonb NOT NULL,
     run_at_us bigint,
     priority integer NOT NULL,
-    max_attempts integer NOT NULL
+    max_attempts integer NOT NULL,
+    task_group text
 )

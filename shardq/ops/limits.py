@@ -1,0 +1,320 @@
+"""Flow control: per-queue limits kept in the database, and the claims that keep them.
+
+A queue's limits live in its ``shardq.queues`` row, so a change holds for every worker
+at its next claim, with no restart:
+
+- ``max_running``: tasks of the queue running at once, across every worker;
+- ``max_running_per_group``: the same for each group (tasks enqueued with ``group=``);
+- ``rate`` and ``rate_per_group``: claims per period, spread evenly (:class:`Rate`).
+
+The running limits are *slots*: a claim under a limit gives each task a free slot
+number, and a unique partial index on the running tasks' slots makes it impossible
+for two running tasks to hold one, whatever a claimer believed (see migration 0018).
+A slot frees itself when its task stops running (done, failed, released, cancelled,
+or put back by the janitor when its lease expired), so a killed worker cannot leak
+capacity, and no statement besides the claim touches the limits.  Rates are the
+generic cell rate algorithm over one timestamp per queue (and per group), spent by a
+short statement before the claim and refunded when the claim took fewer.
+
+A queue with limits, or with waiting grouped tasks, is *controlled*: its claims take
+turns between its ungrouped tasks (bucket by bucket) and each group with waiting
+tasks (in name order), so a group with a million tasks delays one with ten by one
+turn per claimer, not by a million tasks.  A plain claim (``claim.sql``) takes nothing
+from a controlled queue, so a worker that has not yet seen a new limit cannot claim
+past it; workers learn a queue's state from :func:`controls`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import uuid4
+
+from shardq.core import validate
+from shardq.core.plan import Fetch, Plan, Steps, plan
+from shardq.core.statements import Statements
+from shardq.core.task import Task
+from shardq.ops import claims
+from shardq.ops.claims import attempt_claim, task_rows
+
+MAX_GROUP_TURNS = 16
+"""Group turns one :func:`claim_any` call takes at most before the buckets' turns."""
+
+
+@dataclass(frozen=True)
+class Rate:
+    """At most ``count`` claims per ``period_s`` seconds, spread evenly: one every
+    ``period_s / count`` seconds, and at most ``burst`` ahead of that schedule (by
+    default a tenth of ``count``, at least 1), so no span of t seconds holds more than
+    ``burst + count * t / period_s`` claims."""
+
+    count: int
+    period_s: float = 1.0
+    burst: int | None = None
+
+    def __post_init__(self) -> None:
+        validate.positive_int("rate count", self.count)
+        validate.positive_float("rate period_s", self.period_s)
+        if self.burst is not None:
+            validate.positive_int("rate burst", self.burst)
+
+    @property
+    def burst_or_default(self) -> int:
+        """The burst in effect."""
+        return self.burst if self.burst is not None else max(1, self.count // 10)
+
+    def __str__(self) -> str:
+        return f"{self.count}/{self.period_s:g}s (burst {self.burst_or_default})"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """A queue's limits; None means no limit of that kind."""
+
+    max_running: int | None = None
+    max_running_per_group: int | None = None
+    rate: Rate | None = None
+    rate_per_group: Rate | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_running", "max_running_per_group"):
+            value = getattr(self, name)
+            if value is not None:
+                validate.positive_int(name, value)
+
+    @property
+    def any(self) -> bool:
+        """Whether any limit is set."""
+        return any(v is not None for v in (self.max_running, self.max_running_per_group,
+                                           self.rate, self.rate_per_group))
+
+
+@dataclass(frozen=True)
+class Control:
+    """What the database says of one queue's flow control: its :class:`Limits`, whether
+    grouped tasks wait, the running tasks that hold a queue slot, and the most that any
+    one group holds."""
+
+    limits: Limits = field(default_factory=Limits)
+    grouped: bool = False
+    running: int = 0
+    running_most_group: int = 0
+
+    @property
+    def controlled(self) -> bool:
+        """Whether claims of the queue go through :func:`claim_turn`."""
+        return self.grouped or self.limits.any
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One controlled claim: the tasks it took, the cursor for the claimer's next turn
+    (``after``: None for the ungrouped tasks' turn, else the last group served), and,
+    when a rate gave nothing, how long until it gives again."""
+
+    tasks: list[Task]
+    after: str | None
+    wait_s: float = 0.0
+
+
+def set_limits(st: Statements, queue: str, limits: Limits) -> Plan[Limits]:
+    """Set ``queue``'s limits (replacing every earlier one; :class:`Limits` () clears
+    them).  Running workers apply them at their next claim."""
+    name = validate.queue_name(queue)
+    values = {"queue": name, "max_running": limits.max_running,
+              "max_running_per_group": limits.max_running_per_group,
+              **_rate_params("rate", limits.rate),
+              **_rate_params("rate_per_group", limits.rate_per_group)}
+
+    def steps() -> Steps[Limits]:
+        yield st.execute("limits_set", values)
+        yield st.execute("limits_tidy", {"queue": name})
+        return limits
+
+    return plan(steps)
+
+
+def _rate_params(prefix: str, rate: Rate | None) -> dict[str, Any]:
+    return {f"{prefix}_count": rate.count if rate else None,
+            f"{prefix}_period_s": rate.period_s if rate else None,
+            f"{prefix}_burst": rate.burst_or_default if rate else None}
+
+
+def controls(st: Statements, queues: Sequence[str]) -> Plan[dict[str, Control]]:
+    """The :class:`Control` of each of ``queues`` (one statement)."""
+    names = [validate.queue_name(q) for q in queues]
+    return plan(lambda: _controls(st, names))
+
+
+def _controls(st: Statements, names: list[str]) -> Steps[dict[str, Control]]:
+    rows = yield st.fetch("limits_get", {"queues": names})
+    return {row[0]: _control(row) for row in rows}
+
+
+def _control(row: Sequence[Any]) -> Control:
+    (_, max_running, per_group, rate_n, rate_p, rate_b, group_n, group_p, group_b,
+     grouped, running, most) = row
+    return Control(Limits(max_running, per_group,
+                          Rate(rate_n, rate_p, rate_b) if rate_n is not None else None,
+                          Rate(group_n, group_p, group_b) if group_n is not None else None),
+                   bool(grouped), int(running), int(most or 0))
+
+
+def claim_turn(st: Statements, queue: str, bucket: int, *, after: str | None,
+               control: Control, limit: int, lease_s: float | None) -> Plan[Turn]:
+    """One controlled claim of up to ``limit`` tasks of ``queue``: the ungrouped tasks
+    of ``bucket`` when ``after`` is None (or no group follows it), else the next group
+    after ``after`` that has waiting tasks.  ``control`` (a worker's cached view) only
+    chooses the statements: every limit is read and kept by the database."""
+    validate.queue_name(queue)
+    validate.claim(bucket, st.bucket_count, limit, lease_s)
+    return plan(_turn(st, queue, bucket, after, control, limit, lease_s))
+
+
+def _turn(st: Statements, queue: str, bucket: int, after: str | None, control: Control,
+          limit: int, lease_s: float | None) -> Callable[[], Steps[Turn]]:
+    """The steps of :func:`claim_turn`, run afresh on each attempt."""
+    lease = lease_s if lease_s is not None else st.config.lease_s
+    token = uuid4()  # one per call: a retried attempt recovers what the first one took
+    attempts: dict[tuple[str | None, int], Callable[[], Steps[list[Task]]]] = {}
+
+    def steps() -> Steps[Turn]:
+        group: str | None = None
+        if control.grouped and after is not None:
+            rows = yield st.fetch("group_next", {"queue": queue, "after": after})
+            group = rows[0][0] if rows else None
+        cursor = group if group is not None else ("" if control.grouped else None)
+        spent = yield from _spend(st, queue, group, control.limits, limit)
+        if spent.granted == 0:
+            return Turn([], after if group is None else cursor, spent.wait_s)
+        size = limit if spent.granted >= limit else 1 << (spent.granted.bit_length() - 1)
+        key = (group, size)
+        if key not in attempts:
+            attempts[key] = _limited(st, queue, bucket, group, control, spent, size,
+                                     lease, token)
+        tasks = yield from attempts[key]()
+        yield from _refund(st, queue, group, spent, len(tasks))
+        return Turn(tasks, cursor)
+
+    return steps
+
+
+def claim_any(st: Statements, queue: str, start: int, *, limit: int,
+              lease_s: float | None) -> Plan[list[Task]]:
+    """:func:`shardq.ops.claims.claim` for any queue: a queue under flow control is
+    claimed a turn at a time (its groups in name order, then its ungrouped tasks
+    bucket by bucket from ``start``) until a turn takes tasks."""
+    plain = claims.claim(st, queue, start, limit=limit, lease_s=lease_s)
+    n = st.bucket_count
+
+    def steps() -> Steps[list[Task]]:
+        tasks: list[Task] = yield from plain.steps()
+        if tasks:
+            return tasks
+        found = yield from _controls(st, [queue])
+        control = found.get(queue, Control())
+        if not control.controlled:
+            return []
+        after: str | None = "" if control.grouped else None
+        for step in range(n + (MAX_GROUP_TURNS if control.grouped else 0)):
+            bucket = (start + step) % n
+            turn = yield from _turn(st, queue, bucket, after, control, limit, lease_s)()
+            if turn.tasks:
+                return turn.tasks
+            after = turn.after
+        return []
+
+    return plan(steps)
+
+
+def control(st: Statements, queue: str) -> Plan[Control]:
+    """The :class:`Control` of ``queue``."""
+    name = validate.queue_name(queue)
+
+    def steps() -> Steps[Control]:
+        return (yield from _controls(st, [name]))[name]
+
+    return plan(steps)
+
+
+@dataclass(frozen=True)
+class _Spent:
+    """Rate tokens a turn spent: ``granted`` tasks may be claimed; ``queue``/``group``
+    are how many tokens of each rate were spent (None: that rate was not asked)."""
+
+    granted: int
+    queue: int | None = None
+    group: int | None = None
+    wait_s: float = 0.0
+
+
+def _spend(st: Statements, queue: str, group: str | None, limits: Limits,
+           want: int) -> Steps[_Spent]:
+    """Spend the rate tokens a claim of up to ``want`` needs (none when no rate)."""
+    spent_queue: int | None = None
+    if limits.rate is not None:
+        rows = yield st.fetch("rate_take", {"queue": queue, "want": want})
+        if rows:  # no row: the rate was removed since the worker looked
+            want, wait_s = rows[0]
+            spent_queue = want
+            if want == 0:
+                return _Spent(0, 0, None, wait_s)
+    if group is None or limits.rate_per_group is None:
+        return _Spent(want, spent_queue)
+    values = {"queue": queue, "group": group, "want": want}
+    rows = yield st.fetch("group_rate_take", values)
+    if not rows:
+        yield st.execute("group_row", values)
+        rows = yield st.fetch("group_rate_take", values)
+    if not rows:
+        return _Spent(want, spent_queue)
+    granted = rows[0][0]
+    if spent_queue is not None and granted < spent_queue:
+        yield st.execute("rate_refund", {"queue": queue, "n": spent_queue - granted})
+        spent_queue = granted
+    # A group out of tokens ends its turn at once: the next group's may go.
+    return _Spent(granted, spent_queue, granted)
+
+
+def _refund(st: Statements, queue: str, group: str | None, spent: _Spent,
+            used: int) -> Steps[None]:
+    """Give back the tokens of ``spent`` that the claim did not use."""
+    if spent.queue is not None and spent.queue > used:
+        yield st.execute("rate_refund", {"queue": queue, "n": spent.queue - used})
+    if spent.group is not None and spent.group > used:
+        yield st.execute("group_rate_refund", {"queue": queue, "group": group,
+                                                "n": spent.group - used})
+
+
+def _limited(st: Statements, queue: str, bucket: int, group: str | None, control: Control,
+             spent: _Spent, size: int, lease_s: float,
+             token: Any) -> Callable[[], Steps[list[Task]]]:
+    """The steps of one limited claim (``claim_limited``) of ``group`` (None: the
+    ungrouped tasks of ``bucket``), recovered by ``token`` when retried."""
+    if group is not None:
+        claim_range = "claim_range_group"
+    else:
+        claim_range = "claim_range_mixed" if control.grouped else "claim_range_ungrouped"
+    fragments = {"claim_range": claim_range, "rate_guard": _rate_guard(group, spent),
+                 "claim_slots": "claim_slots_taken",
+                 "group_free": "group_free" if group is not None else "group_free_none"}
+    params = st.params(queue=queue, bucket=bucket, group=group, lease_s=lease_s,
+                       token=token, buckets=list(range(st.bucket_count)))
+    rows = task_rows(queue, token)
+    take = Fetch(st.query("claim_limited", size, fragments=fragments), params, rows)
+    recover = Fetch(st.query("claim_recover_any"), params, rows)
+    return attempt_claim(take, recover)
+
+
+def _rate_guard(group: str | None, spent: _Spent) -> str:
+    """The guard that keeps a claim from taking tasks under a rate it did not spend."""
+    queue_unspent = spent.queue is None
+    if group is None:
+        return "rate_unset" if queue_unspent else "rate_spent"
+    group_unspent = spent.group is None
+    if queue_unspent and group_unspent:
+        return "rate_unset_both"
+    if queue_unspent:
+        return "rate_unset"
+    return "rate_unset_per_group" if group_unspent else "rate_spent"

@@ -1,0 +1,1 @@
+-- A claim whose rate tokens were spent before it (rate_take) needs no guard.
