@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from shardq.core.task import Task, TaskInfo, TaskResult
     from shardq.handler import Context, Fail, Retry, current
     from shardq.ops.janitor import Janitor, JanitorReport
+    from shardq.ops.limits import Control, Limits, Rate
 
 # Each public name and the module that defines it.
 _SOURCES = {
@@ -56,6 +57,9 @@ _SOURCES = {
     "Retry": "shardq.handler",
     "current": "shardq.handler",
     "Janitor": "shardq.ops.janitor",
+    "Control": "shardq.ops.limits",
+    "Limits": "shardq.ops.limits",
+    "Rate": "shardq.ops.limits",
     "JanitorReport": "shardq.ops.janitor",
     "Task": "shardq.core.task",
     "TaskInfo": "shardq.core.task",
@@ -71,6 +75,7 @@ __all__ = [
     "ConfigError",
     "ConnectionLost",
     "Context",
+    "Control",
     "DatabaseClock",
     "DatabaseError",
     "Fail",
@@ -78,7 +83,9 @@ __all__ = [
     "Janitor",
     "JanitorReport",
     "LeaseLost",
+    "Limits",
     "ManualClock",
+    "Rate",
     "Retry",
     "SchemaNotReady",
     "ShardqError",

@@ -134,6 +134,9 @@ class Operations:
         self.clock = self.statements.clock
         self._rotation = itertools.count(random.randrange(layout.bucket_count))
         self._rotation_lock = threading.Lock()
+        # Per flow-controlled queue: the group this client's last claim served, so that
+        # its claims go round the groups (shardq.ops.limits.claim_any).
+        self._cursors: dict[str, str | None] = {}
 
     def _next_bucket(self) -> int:
         """The bucket the next :meth:`claim` starts at: one further each call."""
@@ -201,7 +204,7 @@ class Operations:
         """
         validate.claim(None, self.bucket_count, limit, lease_s)  # once, before any bucket
         return flow.claim_any(self.statements, queue, self._next_bucket(), limit=limit,
-                                lease_s=lease_s)
+                              lease_s=lease_s, cursors=self._cursors)
 
     @operation
     def claim_bucket(self, queue: str, bucket: int, *, limit: int = 10,

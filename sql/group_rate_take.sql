@@ -16,6 +16,7 @@ WITH clock AS (
     SELECT cur.*,
            least(%(want)s::int4, greatest(0, floor(
                (cur.burst * cur.step_s - extract(epoch FROM cur.base - cur.now)) / cur.step_s
+               + 1e-9
            )))::int4 AS n
     FROM cur
 )

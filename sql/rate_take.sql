@@ -2,8 +2,9 @@
 -- each claim moves the theoretical arrival time rate_tat on by one emission interval
 -- (period ÷ count), and a claim may run ahead of now by at most `burst` intervals.
 -- So claims come evenly spread, never more than burst + count × t ÷ period in any
--- span t.  The row is locked (FOR UPDATE: under READ COMMITTED the newest version
--- is read), for this statement only.  Returns how many were granted and, when none,
+-- span t (1e-9 absorbs rounding: 0.4 / 0.1 is 3.999… in floating point).  The row
+-- is locked (FOR UPDATE: under READ COMMITTED the newest version is read), for this
+-- statement only.  Returns how many were granted and, when none,
 -- how long until the next one; no row when the queue has no rate.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, now()) AS now
@@ -18,6 +19,7 @@ WITH clock AS (
     SELECT cur.*,
            least(%(want)s::int4, greatest(0, floor(
                (cur.burst * cur.step_s - extract(epoch FROM cur.base - cur.now)) / cur.step_s
+               + 1e-9
            )))::int4 AS n
     FROM cur
 )

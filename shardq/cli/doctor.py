@@ -1,6 +1,7 @@
 """``shardq doctor``: checks of a live database, each with concrete advice.
 
-Each check reads the server's own statistics and settings and returns a
+Each check reads the server's own statistics and settings (or, for the limits,
+shardq's own figures) and returns a
 :class:`Finding`: what it saw, and what to do when that is a problem.  Nothing is
 changed on the server (the LISTEN check uses a channel of its own, not the workers').
 """
@@ -19,7 +20,9 @@ import psycopg
 from shardq.client import Client
 from shardq.core import sqlfiles
 from shardq.core.config import ClientConfig
-from shardq.ops import vacuum
+from shardq.core.plan import plan
+from shardq.ops import control, limits, queuestats, vacuum
+from shardq.ops.queuestats import QueueStats
 from shardq.worker.config import WorkerConfig
 
 # Dead rows of shardq.tasks past which vacuum is behind: the table's own trigger is
@@ -36,6 +39,10 @@ CHANNEL = "shardq_doctor"
 # gen_random_uuid() without an extension (13), and TID range scans (14): the stats read
 # a sample of the table's pages through them, where 13 would scan the whole table.
 SUPPORTED_POSTGRESQL = 14
+# A limit full at one instant is a limit doing its job; full at every one of a few
+# looks spread over ~1.2 s, while due tasks wait, is a limit that sets the pace.
+SATURATION_SAMPLES = 4
+SATURATION_GAP_S = 0.4
 
 
 @dataclass(frozen=True)
@@ -168,6 +175,39 @@ def listen(client: Client) -> Finding:
     return Finding("LISTEN/NOTIFY", True, f"a NOTIFY arrived in {took * 1000:.0f} ms")
 
 
+def saturation(client: Client, samples: int = SATURATION_SAMPLES,
+               gap_s: float = SATURATION_GAP_S) -> Finding:
+    """Queues whose ``max_running`` is full while due tasks wait, in every one of
+    ``samples`` looks ``gap_s`` apart: the limit, not the workers, sets their pace."""
+    st = client.statements
+    names = st.perform(plan(lambda: control.names(st)))
+    found = st.perform(limits.controls(st, names)) if names else {}
+    limited = sorted(q for q, c in found.items() if c.limits.max_running is not None)
+    if not limited:
+        return Finding("limits", True, "no queue has a max_running limit")
+    always = set(limited)
+    last: dict[str, QueueStats] = {}
+    for i in range(samples):
+        if i:
+            time.sleep(gap_s)
+        figures = st.perform(queuestats.many(st, sorted(always)))
+        always = {f.queue for f in figures if f.saturated}
+        last = {f.queue: f for f in figures}
+        if not always:
+            break
+    seen = f"{len(limited)} queue(s) with max_running"
+    if not always:
+        return Finding("limits", True, seen + "; none saturated in every sample")
+    over = "; ".join(f"{q} ({last[q].running}/{last[q].max_running} running, "
+                     f"{last[q].available:,} due waiting)" for q in sorted(always))
+    first = sorted(always)[0]
+    return Finding("limits", False, seen + f"; saturated in all {samples} samples over "
+                   f"{(samples - 1) * gap_s:.1f} s: {over}",
+                   f"the limit sets the pace: raise it if what it protects allows (`shardq "
+                   f"queue limit {first} --max-running N`), else expect the wait "
+                   "(shardq_limit_wait_seconds)")
+
+
 def examine(client: Client, worker: WorkerConfig) -> list[Finding]:
     """Every check, in order; a check that fails to run is a finding of its own."""
     checks: list[tuple[str, Callable[[Conn], Finding]]] = [
@@ -188,6 +228,7 @@ def examine(client: Client, worker: WorkerConfig) -> list[Finding]:
                 continue
             findings.append(_guarded(name, functools.partial(check, conn)))
     findings.append(_guarded("LISTEN/NOTIFY", lambda: listen(client)))
+    findings.append(_guarded("limits", lambda: saturation(client)))
     return findings
 
 

@@ -1,17 +1,19 @@
 """The operator's commands of the ``shardq`` CLI: ``stats``, ``top``, ``dashboard``,
-``queue pause|resume|purge`` and ``task cancel`` (registered by
+``queue pause|resume|purge|limit`` and ``task cancel`` (registered by
 :func:`shardq.cli.main.build_parser`)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from shardq.core.config import ClientConfig, add_arguments, from_arguments
-from shardq.core.errors import ConfigError, UnknownQueue
+from shardq.core.errors import ConfigError, InvalidTask, UnknownQueue
+from shardq.ops import limitstext
 from shardq.web.config import DashboardConfig, read_token
 
 if TYPE_CHECKING:
@@ -30,6 +32,17 @@ def budget(raw: str) -> float:
     if not 0 <= value <= MAX_BUDGET_S:
         raise argparse.ArgumentTypeError(f"must be between 0 and a year, got {value}")
     return value
+
+
+def _typed(parse: Callable[[str, str], Any], name: str) -> Callable[[str], Any]:
+    """An argparse type from a parser of :mod:`shardq.ops.limitstext`."""
+    def typed(raw: str) -> Any:
+        try:
+            return parse(raw, name)
+        except InvalidTask as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return typed
 
 
 def _client(args: argparse.Namespace) -> Client:
@@ -87,7 +100,9 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_queue(args: argparse.Namespace) -> int:
-    """Pause, resume or purge one queue."""
+    """Pause, resume, purge or limit one queue."""
+    if args.action == "limit":
+        return cmd_limit(args)
     with _client(args) as client:
         if args.action == "pause":
             try:
@@ -105,6 +120,44 @@ def cmd_queue(args: argparse.Namespace) -> int:
             return 2
         else:
             print(f"purged {client.purge(args.queue)} waiting task(s) of {args.queue}")
+    return 0
+
+
+LIMIT_OPTIONS = ("max_running", "max_running_per_group", "rate", "rate_per_group")
+
+
+def cmd_limit(args: argparse.Namespace) -> int:
+    """``shardq queue limit QUEUE [...]``: change the limits given (the others stay; with
+    --clear, every one not given goes), then print them; with no option, print them."""
+    from shardq.core.plan import plan
+    from shardq.ops import control
+    from shardq.ops.limits import Limits
+
+    changes = {name: getattr(args, name) for name in LIMIT_OPTIONS
+               if getattr(args, name) is not None}
+    with _client(args) as client:
+        found = client.limits(args.queue)
+        if changes or args.clear:
+            st = client.statements
+            # A typo would otherwise become a queue of its own, as with pause.
+            if not (args.create or found.limits.any
+                    or st.perform(plan(lambda: control.known(st, args.queue)))):
+                names = st.perform(plan(lambda: control.names(st)))
+                raise UnknownQueue(args.queue, names, "to limit it before its first task, "
+                                   "add --create")
+            new = limitstext.merged(Limits() if args.clear else found.limits, **changes)
+            client.set_limits(args.queue, max_running=new.max_running,
+                              max_running_per_group=new.max_running_per_group,
+                              rate=new.rate, rate_per_group=new.rate_per_group)
+            found = client.limits(args.queue)
+    if args.json:
+        print(json.dumps({"queue": args.queue, **dataclasses.asdict(found.limits),
+                          "running": found.running,
+                          "running_most_group": found.running_most_group}))
+        return 0
+    print(f"queue {args.queue}: " + ("limits" if found.limits.any else "no limits"))
+    for line in limitstext.lines(found) if found.limits.any else []:
+        print("  " + line)
     return 0
 
 
@@ -151,7 +204,7 @@ def add_commands(sub: Any,
     p.add_argument("--slo-s", type=budget, default=0.0,
                    help="process-by budget per task: adds the SLO forecasts")
 
-    p = sub.add_parser("queue", help="queue control: pause, resume or purge a queue")
+    p = sub.add_parser("queue", help="queue control: pause, resume, purge or limit a queue")
     p.set_defaults(handler=cmd_queue)
     control = p.add_subparsers(dest="action", required=True)
     actions = [control.add_parser("pause", help="hand out no task of the queue (it still "
@@ -162,6 +215,34 @@ def add_commands(sub: Any,
     actions[0].add_argument("--create", action="store_true",
                             help="pause a queue shardq does not know yet (no tasks so far)")
     actions[2].add_argument("--yes", action="store_true", help="really delete them")
+    actions.append(_limit_parser(control))
     for action in actions:
         action.add_argument("queue")
         add_arguments(action, ClientConfig)
+
+
+def _limit_parser(control: Any) -> argparse.ArgumentParser:
+    """``shardq queue limit``'s options."""
+    p: argparse.ArgumentParser = control.add_parser(
+        "limit", help="show or change the queue's limits: running at once, per group, "
+                      "rates (workers apply a change at their next claim)",
+        description="Show the queue's limits and how much of each is in use; with options, "
+                    "change those given first (the others stay). NONE removes one limit.")
+    p.add_argument("--max-running", type=_typed(limitstext.running, "it"),
+                   metavar="N|none", help="tasks of the queue running at once, across "
+                                          "every worker")
+    p.add_argument("--max-running-per-group", metavar="N|none",
+                   type=_typed(limitstext.running, "it"),
+                   help="tasks of one group running at once")
+    p.add_argument("--rate", type=_typed(limitstext.rate, "it"),
+                   metavar="COUNT/PERIOD_S[/BURST]|none",
+                   help="claims per period, spread evenly: at most BURST + COUNT x t / "
+                        "PERIOD_S in any t seconds (BURST defaults to a tenth of COUNT)")
+    p.add_argument("--rate-per-group", type=_typed(limitstext.rate, "it"),
+                   metavar="COUNT/PERIOD_S[/BURST]|none", help="the same for each group")
+    p.add_argument("--clear", action="store_true",
+                   help="remove every limit not given with this command")
+    p.add_argument("--create", action="store_true",
+                   help="limit a queue shardq does not know yet (no tasks so far)")
+    p.add_argument("--json", action="store_true", help="print the limits as JSON")
+    return p

@@ -23,24 +23,35 @@ from rich.table import Table
 from rich.text import Text
 
 from shardq.ops.figures import count, duration
+from shardq.ops.limitstext import summary
 from shardq.ops.queuestats import QueueStats
 
 REFRESH_S = 1.0
 
 
 def table(figures: list[QueueStats]) -> Table:
-    """One row per queue: counts (``~n ±e`` when estimated), rates, lag, ETA, paused."""
+    """One row per queue: counts (``~n ±e`` when estimated), rates, lag, ETA, paused or
+    saturated, and the limits with their use (a column only when a queue has limits)."""
     grid = Table(expand=False)
-    for name in ("queue", "avail", "sched", "locked", "dead", "in/s", "out/s", "lag", "eta",
-                 "state"):
-        grid.add_column(name, justify="left" if name in ("queue", "state") else "right",
-                        no_wrap=True)
+    limited = any(f.limited for f in figures)
+    columns = ("queue", "avail", "sched", "locked", "dead", "in/s", "out/s", "lag", "eta",
+               "state") + (("limits",) if limited else ())
+    for name in columns:
+        grid.add_column(name, justify="left" if name in ("queue", "state", "limits")
+                        else "right", no_wrap=True)
     for f in figures:
         grid.add_row(f.queue, count(f, "available"), count(f, "scheduled"),
                      count(f, "locked"), count(f, "dead"), f"{f.enqueued_per_s:.1f}",
                      f"{f.completed_per_s:.1f}", duration(f.lag_s), duration(f.drain_eta_s),
-                     Text("paused", style="bold yellow") if f.paused else "")
+                     _state(f), *((summary(f),) if limited else ()))
     return grid
+
+
+def _state(f: QueueStats) -> Text | str:
+    """Paused, saturated (``max_running`` full while due tasks wait), or nothing."""
+    if f.paused:
+        return Text("paused", style="bold yellow")
+    return Text("saturated", style="bold red") if f.saturated else ""
 
 
 def show(figures: list[QueueStats]) -> None:

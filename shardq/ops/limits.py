@@ -200,11 +200,12 @@ def _turn(st: Statements, queue: str, bucket: int, after: str | None, control: C
     return steps
 
 
-def claim_any(st: Statements, queue: str, start: int, *, limit: int,
-              lease_s: float | None) -> Plan[list[Task]]:
+def claim_any(st: Statements, queue: str, start: int, *, limit: int, lease_s: float | None,
+              cursors: dict[str, str | None]) -> Plan[list[Task]]:
     """:func:`shardq.ops.claims.claim` for any queue: a queue under flow control is
     claimed a turn at a time (its groups in name order, then its ungrouped tasks
-    bucket by bucket from ``start``) until a turn takes tasks."""
+    bucket by bucket from ``start``) until a turn takes tasks.  ``cursors`` keeps,
+    per queue, where the caller's next turn starts (see :class:`Turn`)."""
     plain = claims.claim(st, queue, start, limit=limit, lease_s=lease_s)
     n = st.bucket_count
 
@@ -216,13 +217,13 @@ def claim_any(st: Statements, queue: str, start: int, *, limit: int,
         control = found.get(queue, Control())
         if not control.controlled:
             return []
-        after: str | None = "" if control.grouped else None
+        after = cursors.get(queue, "") if control.grouped else None
         for step in range(n + (MAX_GROUP_TURNS if control.grouped else 0)):
             bucket = (start + step) % n
             turn = yield from _turn(st, queue, bucket, after, control, limit, lease_s)()
+            after = cursors[queue] = turn.after
             if turn.tasks:
                 return turn.tasks
-            after = turn.after
         return []
 
     return plan(steps)

@@ -18,6 +18,10 @@ below the capped count, which is a sure lower bound.  The sample is:
 Rates come from ``shardq.throughput``, which the enqueue and ack statements add to
 (``sql/throughput_add.sql``): tasks enqueued and completed (acked) in the last minute.
 
+A queue's limits (:mod:`shardq.ops.limits`) come with its figures, read for every
+queue at once: each limit, how much of it is in use, and whether it is *saturated*
+(``max_running`` full while due tasks wait).
+
 Each read is a :class:`~shardq.core.plan.Plan` (its arguments checked when it is made):
 :func:`stats` and :func:`queues` give :class:`QueueStats`, :func:`stats_dict` and
 :func:`queues_dict` the same figures as JSON-ready dicts.
@@ -36,6 +40,7 @@ from shardq.core.errors import InvalidTask
 from shardq.core.plan import Plan, Steps, plan
 from shardq.core.statements import Statements
 from shardq.ops import control, forecast
+from shardq.ops.limits import Control, Rate, controls
 
 COUNT_BUDGET = 16384  # index entries one state's count reads at most, over all buckets
 MIN_BUCKET_CAP = 16
@@ -85,9 +90,42 @@ class QueueStats:
     consumers_needed: int | None = None
     """Consumers (tasks in flight) needed to stay within ``slo_s`` at the measured
     per-consumer rate (None: no rate measured)."""
+    max_running: int | None = None
+    """The queue's limit on tasks running at once across every worker (None: none)."""
+    running: int | None = None
+    """Tasks holding a slot of ``max_running`` now (None: no such limit)."""
+    max_running_per_group: int | None = None
+    """The limit on tasks of one group running at once (None: none)."""
+    running_most_group: int | None = None
+    """The most tasks any one group runs now (None: no per-group limit)."""
+    rate: Rate | None = None
+    """The queue's claim rate (None: none)."""
+    rate_per_group: Rate | None = None
+    """Each group's claim rate (None: none)."""
+    saturated: bool = False
+    """Whether ``max_running`` is full while due tasks wait: the limit, not the
+    workers, holds them back."""
+
+    @property
+    def limited(self) -> bool:
+        """Whether any limit is set."""
+        return any(v is not None for v in (self.max_running, self.max_running_per_group,
+                                           self.rate, self.rate_per_group))
+
+    @property
+    def rate_per_s(self) -> float | None:
+        """``rate`` in claims per second (None: no rate)."""
+        return self.rate.count / self.rate.period_s if self.rate else None
+
+    @property
+    def rate_per_group_per_s(self) -> float | None:
+        """``rate_per_group`` in claims per second (None: no such rate)."""
+        return self.rate_per_group.count / self.rate_per_group.period_s \
+            if self.rate_per_group else None
 
     def as_dict(self) -> dict[str, Any]:
-        """The figures as a JSON-ready dict (``exact`` a list; no SLO keys without one)."""
+        """The figures as a JSON-ready dict (``exact`` a list; no SLO keys without one;
+        a rate as ``{"count", "period_s", "burst"}``)."""
         out = asdict(self)
         out["exact"] = list(self.exact)
         if self.slo_s is None:
@@ -163,6 +201,7 @@ def _many(st: Statements, names: list[str], slo: float | None) -> Steps[list[Que
     cap = max(MIN_BUCKET_CAP, COUNT_BUDGET // st.bucket_count)
     query = st.query("stats", cap)
     paused = yield from control.paused(st).steps()
+    found = (yield from controls(st, names).steps()) if names else {}
     rates = {row[0]: row[1:] for row in (yield st.fetch("stats_rates", {"queue": None}))}
     sample: Sample | None = None
     out = []
@@ -172,9 +211,26 @@ def _many(st: Statements, names: list[str], slo: float | None) -> Steps[list[Que
         if capped and sample is None:
             sample = yield from _sample(st)
         lag_read_whole = {r[0] for r in rows if r[8] < HEAD_ROWS}
-        out.append(_figures(name, rows, capped, sample, rates.get(name), name in paused, slo,
-                            lag_read_whole))
+        figures = _figures(name, rows, capped, sample, rates.get(name), name in paused, slo,
+                           lag_read_whole)
+        out.append(_limited(figures, found.get(name)))
     return out
+
+
+def _limited(figures: QueueStats, found: Control | None) -> QueueStats:
+    """``figures`` with the queue's limits and how much of each is in use."""
+    if found is None or not found.limits.any:
+        return figures
+    limits = found.limits
+    full = limits.max_running is not None and found.running >= limits.max_running
+    return replace(
+        figures, max_running=limits.max_running,
+        running=found.running if limits.max_running is not None else None,
+        max_running_per_group=limits.max_running_per_group,
+        running_most_group=(found.running_most_group
+                            if limits.max_running_per_group is not None else None),
+        rate=limits.rate, rate_per_group=limits.rate_per_group,
+        saturated=full and figures.available > 0)
 
 
 def _slo(slo_s: float | None) -> float | None:

@@ -1,0 +1,133 @@
+"""Limits as people write and read them, shared by the CLI and the dashboard.
+
+A rate is written ``COUNT/PERIOD_S[/BURST]`` (``100/60`` is 100 claims a minute,
+``50/1/5`` 50 a second with a burst of 5); a running limit is a positive whole
+number; ``none`` removes either.  :func:`summary` is one queue's limits in a short
+line (``run 3/8 · group 1/2 · rate 100/60s``), as ``shardq stats`` and the dashboard
+show them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+from shardq.core.errors import InvalidTask
+from shardq.ops.limits import Control, Limits, Rate
+
+if TYPE_CHECKING:
+    from shardq.ops.queuestats import QueueStats
+
+T = TypeVar("T")
+NONE = ("none", "off", "")
+MAX_LIMIT = 1_000_000  # more running at once than any fleet holds: a typo, not a limit
+
+
+@dataclass(frozen=True)
+class Unset:
+    """A limit removed (written ``none``)."""
+
+
+UNSET = Unset()
+
+
+def running(text: str, name: str = "limit") -> int | Unset:
+    """A running limit written as text: a whole number from 1, or ``none``."""
+    raw = text.strip().lower()
+    if raw in NONE:
+        return UNSET
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidTask(f"{name} must be a whole number or none, got {text!r}") from None
+    if not 1 <= value <= MAX_LIMIT:
+        raise InvalidTask(f"{name} must be between 1 and {MAX_LIMIT:,}, got {value}")
+    return value
+
+
+def rate(text: str, name: str = "rate") -> Rate | Unset:
+    """A rate written ``COUNT/PERIOD_S[/BURST]``, or ``none``."""
+    raw = text.strip().lower()
+    if raw in NONE:
+        return UNSET
+    parts = raw.split("/")
+    if len(parts) not in (2, 3):
+        raise InvalidTask(f"{name} must be COUNT/PERIOD_S[/BURST] (e.g. 100/60 or 50/1/5) "
+                          f"or none, got {text!r}")
+    try:
+        count, period_s = int(parts[0]), float(parts[1])
+        burst = int(parts[2]) if len(parts) == 3 else None
+    except ValueError:
+        raise InvalidTask(f"{name} must be COUNT/PERIOD_S[/BURST] with whole COUNT and "
+                          f"BURST (e.g. 100/60 or 50/1/5), got {text!r}") from None
+    if not 0 < period_s < float("inf"):
+        raise InvalidTask(f"{name}'s period must be a positive number of seconds, "
+                          f"got {parts[1]!r}")
+    if count < 1 or (burst is not None and burst < 1):
+        raise InvalidTask(f"{name}'s count and burst must be at least 1, got {text!r}")
+    return Rate(count, period_s, burst)
+
+
+def merged(old: Limits, *, max_running: int | Unset | None = None,
+           max_running_per_group: int | Unset | None = None,
+           rate: Rate | Unset | None = None, rate_per_group: Rate | Unset | None = None
+           ) -> Limits:
+    """``old`` with the limits given replaced (:data:`UNSET` removes one; None keeps
+    it)."""
+    def pick(new: T | Unset | None, was: T | None) -> T | None:
+        return None if isinstance(new, Unset) else was if new is None else new
+
+    return Limits(pick(max_running, old.max_running),
+                  pick(max_running_per_group, old.max_running_per_group),
+                  pick(rate, old.rate), pick(rate_per_group, old.rate_per_group))
+
+
+def rate_text(value: Rate | None) -> str:
+    """``100/60s`` (and its burst when not the default: ``100/60s burst 5``); ``none``."""
+    if value is None:
+        return "none"
+    default = max(1, value.count // 10)
+    burst = f" burst {value.burst}" if value.burst is not None and value.burst != default else ""
+    return f"{value.count}/{value.period_s:g}s{burst}"
+
+
+def rate_field(value: Rate | None) -> str:
+    """A rate as it is written back (``COUNT/PERIOD_S/BURST``), or empty for none."""
+    if value is None:
+        return ""
+    return f"{value.count}/{value.period_s:g}/{value.burst_or_default}"
+
+
+def lines(found: Control) -> list[str]:
+    """A queue's limits and their use, one line each (``shardq queue limit``)."""
+    limits = found.limits
+    run = (f"{limits.max_running}  ({found.running} in use)"
+           if limits.max_running is not None else "none")
+    group = (f"{limits.max_running_per_group}  (the busiest group holds "
+             f"{found.running_most_group})" if limits.max_running_per_group is not None
+             else "none")
+    return [f"max_running            {run}",
+            f"max_running_per_group  {group}",
+            f"rate                   {_rate_long(limits.rate)}",
+            f"rate_per_group         {_rate_long(limits.rate_per_group)}"]
+
+
+def _rate_long(value: Rate | None) -> str:
+    if value is None:
+        return "none"
+    return (f"{value.count} per {value.period_s:g}s, burst {value.burst_or_default}  (at most "
+            f"{value.burst_or_default} + {value.count / value.period_s:.4g}/s x t claims in t s)")
+
+
+def summary(figures: QueueStats) -> str:
+    """One queue's limits and their use in a short line; empty without limits."""
+    parts = []
+    if figures.max_running is not None:
+        parts.append(f"run {figures.running}/{figures.max_running}")
+    if figures.max_running_per_group is not None:
+        parts.append(f"group {figures.running_most_group}/{figures.max_running_per_group}")
+    if figures.rate is not None:
+        parts.append(f"rate {rate_text(figures.rate)}")
+    if figures.rate_per_group is not None:
+        parts.append(f"group rate {rate_text(figures.rate_per_group)}")
+    return " · ".join(parts)

@@ -1,0 +1,207 @@
+"""Flow control through the API: limits kept by the database at claim time, groups taking
+turns, rates spread evenly, and capacity that comes back whatever ends a task."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+import shardq
+from shardq import Limits, Rate
+from tests.clients import Blocking
+
+pytestmark = pytest.mark.both_clients
+
+Q = "limited"
+
+
+@pytest.fixture(autouse=True)
+def no_limits(connect: psycopg.Connection[Any]) -> None:
+    """Every test starts with no queue limits and no rate state."""
+    connect.execute("DELETE FROM shardq.queues")
+    connect.execute("DELETE FROM shardq.groups")
+
+
+def running_slots(conn: psycopg.Connection[Any], queue: str = Q) -> list[int]:
+    rows = conn.execute("SELECT slot FROM shardq.tasks WHERE queue = %s AND status = 'locked' "
+                        "ORDER BY slot", (queue,)).fetchall()
+    return [r[0] for r in rows]
+
+
+def claim_all(client: Blocking, limit: int = 10, **options: Any) -> list[shardq.Task]:
+    """Claim until a claim takes nothing (each claim takes from one bucket or group)."""
+    taken: list[shardq.Task] = []
+    while batch := client.claim(Q, limit=limit, **options):
+        taken += batch
+    return taken
+
+
+def test_limits_round_trip_and_clearing_removes_the_row(client: Blocking,
+                                                        connect: psycopg.Connection[Any]) -> None:
+    set_to = client.set_limits(Q, max_running=5, rate=Rate(100, 60))
+    assert set_to == Limits(5, None, Rate(100, 60))
+    control = client.limits(Q)
+    assert control.limits == Limits(5, None, Rate(100, 60.0, 10))
+    assert control.controlled and not control.grouped
+    client.set_limits(Q)
+    assert not client.limits(Q).controlled
+    assert connect.execute("SELECT count(*) FROM shardq.queues WHERE name = %s",
+                           (Q,)).fetchone() == (0,)
+
+
+def test_resume_keeps_the_limits(client: Blocking) -> None:
+    client.set_limits(Q, max_running=2)
+    client.pause(Q, create=True)
+    assert client.resume(Q)
+    assert client.limits(Q).limits.max_running == 2
+
+
+@pytest.mark.parametrize("bad", [{"max_running": 0}, {"max_running": True},
+                                 {"max_running_per_group": -1}])
+def test_bad_limits_are_refused(client: Blocking, bad: dict[str, Any]) -> None:
+    with pytest.raises(shardq.InvalidTask):
+        client.set_limits(Q, **bad)
+
+
+def test_bad_rates_and_groups_are_refused() -> None:
+    with pytest.raises(shardq.InvalidTask):
+        Rate(0)
+    with pytest.raises(shardq.InvalidTask):
+        Rate(10, 0)
+    with pytest.raises(shardq.InvalidTask):
+        Rate(10, 1, burst=0)
+
+
+def test_a_bad_group_is_refused(client: Blocking) -> None:
+    for bad in ("", "x" * 257, 42, "nul\x00"):
+        with pytest.raises(shardq.InvalidTask):
+            client.enqueue(Q, {}, group=bad)  # type: ignore[arg-type]
+
+
+def test_max_running_holds_across_claims_and_frees_on_every_outcome(
+        client: Blocking, connect: psycopg.Connection[Any]) -> None:
+    client.set_limits(Q, max_running=3)
+    client.enqueue_many(Q, [{"n": i} for i in range(10)])
+    first = claim_all(client)
+    assert len(first) == 3
+    assert running_slots(connect) == [1, 2, 3]
+    assert client.claim(Q, limit=10) == []  # full
+    client.ack(first[0])
+    client.nack(first[1], "boom")
+    client.release(first[2])
+    again = claim_all(client)
+    assert len(again) == 3  # every way a task stops running gave its slot back
+    assert sorted(running_slots(connect)) == [1, 2, 3]
+    assert client.limits(Q).running == 3
+
+
+def test_a_lowered_limit_binds_at_the_next_claim(client: Blocking) -> None:
+    client.set_limits(Q, max_running=4)
+    client.enqueue_many(Q, [{"n": i} for i in range(10)])
+    held = claim_all(client)
+    assert len(held) == 4
+    client.set_limits(Q, max_running=2)
+    client.ack_many(held[:2])
+    assert client.claim(Q, limit=10) == []  # still 2 running
+    client.ack_many(held[2:])
+    assert len(claim_all(client)) == 2
+
+
+def test_plain_claims_take_nothing_from_a_limited_queue(client: Blocking) -> None:
+    client.enqueue_many(Q, [{"n": i} for i in range(4)])
+    client.set_limits(Q, max_running=1)
+    assert all(client.claim_bucket(Q, b, limit=10) == [] for b in range(client.bucket_count))
+    assert len(claim_all(client)) == 1
+
+
+def test_a_slot_taken_twice_is_refused_by_the_database(client: Blocking,
+                                                        connect: psycopg.Connection[Any]) -> None:
+    client.set_limits(Q, max_running=2)
+    client.enqueue_many(Q, [{"n": i} for i in range(3)])
+    (task,) = client.claim(Q, limit=1)
+    other = connect.execute("SELECT id FROM shardq.tasks WHERE queue = %s AND status = "
+                            "'available' LIMIT 1", (Q,)).fetchone()
+    assert other is not None
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        connect.execute("UPDATE shardq.tasks SET status = 'locked', slot = %s WHERE id = %s",
+                        (running_slots(connect)[0], other[0]))
+    client.ack(task)
+
+
+def test_a_lease_that_expires_gives_its_slot_back(timed: Blocking,
+                                                  clock: shardq.ManualClock) -> None:
+    timed.set_limits(Q, max_running=1)
+    timed.enqueue_many(Q, [{"n": 1}, {"n": 2}])
+    assert len(claim_all(timed, 5, lease_s=5)) == 1  # and its worker dies
+    clock.advance(6)
+    shardq.Janitor(timed).run_once()  # the task goes back in line
+    assert len(claim_all(timed, 5)) == 1
+
+
+def test_groups_take_turns(client: Blocking) -> None:
+    client.enqueue_many(Q, [{"g": "a", "n": i} for i in range(200)], group="a")
+    client.enqueue_many(Q, [{"g": "b", "n": i} for i in range(5)], group="b")
+    assert client.limits(Q).grouped
+    order = []
+    for _ in range(4):
+        tasks = client.claim(Q, limit=5)
+        order.append({t.payload["g"] for t in tasks})
+        client.ack_many(tasks)
+    assert {"b"} in order[:3]  # b waited for one turn of a at most, not for 200 tasks
+
+
+def test_ungrouped_tasks_of_a_grouped_queue_get_their_turn(client: Blocking) -> None:
+    client.enqueue_many(Q, [{"g": "a"} for _ in range(20)], group="a")
+    client.enqueue_many(Q, [{"g": None} for _ in range(3)])
+    seen: list[Any] = []
+    for _ in range(30):
+        tasks = client.claim(Q, limit=1)
+        seen += [t.payload["g"] for t in tasks]
+        client.ack_many(tasks)
+        if None in seen:
+            break
+    assert None in seen
+
+
+def test_max_running_per_group(client: Blocking) -> None:
+    client.set_limits(Q, max_running_per_group=2)
+    for g in "abc":
+        client.enqueue_many(Q, [{"g": g} for _ in range(5)], group=g)
+    held = claim_all(client, 5)
+    per_group = {g: sum(1 for t in held if t.payload["g"] == g) for g in "abc"}
+    assert per_group == {"a": 2, "b": 2, "c": 2}
+    assert client.limits(Q).running_most_group == 2
+    assert client.get(held[0].id).group == held[0].payload["g"]
+
+
+def test_a_rate_gives_its_burst_then_one_per_interval(timed: Blocking,
+                                                      clock: shardq.ManualClock) -> None:
+    timed.set_limits(Q, rate=Rate(10, 1.0, burst=3))
+    timed.enqueue_many(Q, [{"n": i} for i in range(50)])
+    assert len(claim_all(timed)) == 3
+    clock.advance(0.25)  # two intervals of 0.1 s
+    assert len(claim_all(timed)) == 2
+    clock.advance(10)  # idle time does not pile up beyond the burst
+    assert len(claim_all(timed)) == 3
+
+
+def test_tokens_a_claim_could_not_use_are_given_back(timed: Blocking,
+                                                     clock: shardq.ManualClock) -> None:
+    timed.set_limits(Q, rate=Rate(10, 1.0, burst=5))
+    timed.enqueue_many(Q, [{"n": 1}, {"n": 2}])
+    assert len(claim_all(timed)) == 2
+    timed.enqueue_many(Q, [{"n": i} for i in range(10)])
+    assert len(claim_all(timed)) == 3  # 2 of the burst of 5 were used, the rest given back
+
+
+def test_a_rate_per_group(timed: Blocking, clock: shardq.ManualClock) -> None:
+    timed.set_limits(Q, rate_per_group=Rate(1, 1.0, burst=1))
+    for g in "ab":
+        timed.enqueue_many(Q, [{"g": g} for _ in range(5)], group=g)
+    got = [t.payload["g"] for t in claim_all(timed, 5)]
+    assert sorted(got) == ["a", "b"]
+    clock.advance(1.0)
+    got = [t.payload["g"] for t in claim_all(timed, 5)]
+    assert sorted(got) == ["a", "b"]
