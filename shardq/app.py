@@ -92,63 +92,68 @@ class TaskFunction(Generic[P, R]):
         return self._payload(args, kwargs)
 
     def enqueue(self, *args: Any, delay_s: float | None = None, run_at: datetime | None = None,
-                priority: int | None = None, key: str | None = None, conn: Any = None,
-                **kwargs: Any) -> TaskId:
-        """Enqueue one call; ``delay_s``, ``run_at``, ``priority``, ``key`` and ``conn`` are
-        options (see :meth:`Client.enqueue`), every other argument goes to the function.
+                priority: int | None = None, key: str | None = None, group: str | None = None,
+                conn: Any = None, **kwargs: Any) -> TaskId:
+        """Enqueue one call; ``delay_s``, ``run_at``, ``priority``, ``key``, ``group`` and
+        ``conn`` are options (see :meth:`Client.enqueue`), every other argument goes to the
+        function.
         Arguments the function cannot take are refused (:class:`InvalidTask`)."""
         client = self.app.client
         return client.perform(self._one(client, args, kwargs, delay_s, run_at, priority, key,
-                                        conn))
+                                        group, conn))
 
     async def aenqueue(self, *args: Any, delay_s: float | None = None,
                        run_at: datetime | None = None, priority: int | None = None,
-                       key: str | None = None, conn: Any = None, **kwargs: Any) -> TaskId:
+                       key: str | None = None, group: str | None = None, conn: Any = None,
+                       **kwargs: Any) -> TaskId:
         """:meth:`enqueue` on the app's :class:`shardq.AsyncClient` (``conn``: an
         ``AsyncConnection``)."""
         client = await self.app.async_client()
         return await client.perform(self._one(client, args, kwargs, delay_s, run_at,
-                                              priority, key, conn))
+                                              priority, key, group, conn))
 
     def enqueue_many(self, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]], *,
                      delay_s: float | None = None, run_at: datetime | None = None,
                      priority: int | None = None, keys: Sequence[str | None] | None = None,
-                     conn: Any = None) -> list[TaskId]:
+                     group: str | None = None, conn: Any = None) -> list[TaskId]:
         """Enqueue many calls at once: each a tuple of positional or a dict of keyword args
-        (``keys``: one per call, as in :meth:`Client.enqueue_many`).  If any call's
+        (``keys``: one per call, ``group``: every call's, as in
+        :meth:`Client.enqueue_many`).  If any call's
         arguments do not fit the function, none is enqueued (:class:`InvalidTask`)."""
         client = self.app.client
-        return client.perform(self._many(client, calls, delay_s, run_at, priority, keys, conn))
+        return client.perform(self._many(client, calls, delay_s, run_at, priority, keys, group,
+                                         conn))
 
     async def aenqueue_many(self, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]], *,
                             delay_s: float | None = None, run_at: datetime | None = None,
                             priority: int | None = None,
                             keys: Sequence[str | None] | None = None,
-                            conn: Any = None) -> list[TaskId]:
+                            group: str | None = None, conn: Any = None) -> list[TaskId]:
         """:meth:`enqueue_many` on the app's :class:`shardq.AsyncClient`."""
         client = await self.app.async_client()
         return await client.perform(self._many(client, calls, delay_s, run_at, priority, keys,
-                                               conn))
+                                               group, conn))
 
     def _one(self, client: Operations, args: tuple[Any, ...], kwargs: dict[str, Any],
              delay_s: float | None, run_at: datetime | None, priority: int | None,
-             key: str | None, conn: Any) -> Plan[TaskId]:
+             key: str | None, group: str | None, conn: Any) -> Plan[TaskId]:
         """The plan of one call on ``client``, its arguments checked."""
         self.arguments.check(args, kwargs)
         return Operations.enqueue.make(
             client, self.queue, self._payload(args, kwargs), delay_s=delay_s, run_at=run_at,
             priority=self.priority if priority is None else priority,
-            max_attempts=self.max_attempts, key=key, conn=conn)
+            max_attempts=self.max_attempts, key=key, group=group, conn=conn)
 
     def _many(self, client: Operations, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]],
               delay_s: float | None, run_at: datetime | None, priority: int | None,
-              keys: Sequence[str | None] | None, conn: Any) -> Plan[list[TaskId]]:
+              keys: Sequence[str | None] | None, group: str | None,
+              conn: Any) -> Plan[list[TaskId]]:
         """The plan of a batch of calls on ``client``, every call's arguments checked."""
         payloads = [self._checked(n, call) for n, call in enumerate(calls)]
         return Operations.enqueue_many.make(
             client, self.queue, payloads, delay_s=delay_s, run_at=run_at,
             priority=self.priority if priority is None else priority,
-            max_attempts=self.max_attempts, keys=keys, conn=conn)
+            max_attempts=self.max_attempts, keys=keys, group=group, conn=conn)
 
 
 class App:

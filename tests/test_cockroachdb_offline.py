@@ -738,3 +738,24 @@ def test_no_placeholder_in_a_comment() -> None:
         for line in path.read_text().splitlines():
             comment = line.partition("--")[2]
             assert "{" not in comment, f"{path.name}: {line}"
+
+
+LIMITED_RANGES = ("claim_range_ungrouped", "claim_range_mixed", "claim_range_group")
+
+
+@pytest.mark.parametrize("claim_range", LIMITED_RANGES)
+def test_crdb_limited_claim_is_one_update_joined_to_free_slots(pglast: Any,
+                                                               claim_range: str) -> None:
+    fragments = (("claim_range", claim_range), ("claim_slots", "claim_slots_taken"),
+                 ("group_free", "group_free" if claim_range.endswith("group")
+                  else "group_free_none"), ("rate_guard", "rate_unset_both"))
+    code = strip_comments(as_text(sqlfiles.query(
+        "claim_limited", "cockroachdb", SHARD_16, CLAIM_LIMIT, fragments=tuple(sorted(fragments)))))
+    assert flat(code).startswith("UPDATE shardq.tasks AS t SET")
+    assert len(re.findall(r"\bUPDATE shardq\.tasks\b", code)) == 1
+    assert "FOR UPDATE SKIP LOCKED" in code
+    assert "slot = f.slot, group_slot = f.group_slot" in flat(code)
+    # Limits live in tables, never in advisory locks or session state.
+    assert not re.search(r"\bpg_\w+|advisory|\bctid\b|MATERIALIZED", code, re.I)
+    text, _ = for_postgresql_parser(code)
+    assert len(pglast.parse_sql(text)) == 1

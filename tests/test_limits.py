@@ -44,7 +44,8 @@ def test_limits_round_trip_and_clearing_removes_the_row(client: Blocking,
     assert set_to == Limits(5, None, Rate(100, 60))
     control = client.limits(Q)
     assert control.limits == Limits(5, None, Rate(100, 60.0, 10))
-    assert control.controlled and not control.grouped
+    assert control.controlled
+    assert not control.grouped
     client.set_limits(Q)
     assert not client.limits(Q).controlled
     assert connect.execute("SELECT count(*) FROM shardq.queues WHERE name = %s",
@@ -77,7 +78,7 @@ def test_bad_rates_and_groups_are_refused() -> None:
 def test_a_bad_group_is_refused(client: Blocking) -> None:
     for bad in ("", "x" * 257, 42, "nul\x00"):
         with pytest.raises(shardq.InvalidTask):
-            client.enqueue(Q, {}, group=bad)  # type: ignore[arg-type]
+            client.enqueue(Q, {}, group=bad)
 
 
 def test_max_running_holds_across_claims_and_frees_on_every_outcome(

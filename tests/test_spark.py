@@ -225,6 +225,20 @@ def test_future_times_priorities_and_zoneless_times(spark: Any, dbs: Databases) 
     assert query(url, "SELECT exec_time FROM shardq.tasks WHERE payload->>'n' = '4'") == [(soon,)]
 
 
+def test_groups_by_column_or_one_for_every_row(spark: Any, dbs: Databases) -> None:
+    url = dbs.create()
+    frame = spark.createDataFrame([("t1", 1), ("t2", 2), (None, 3)], "tenant string, n int")
+    direct = write_tasks(frame, dsn=url, queue="fair", payload=["n"], group=F.col("tenant"))
+    staged = write_tasks(frame, dsn=url, queue="fair", payload=["n"], group="batch",
+                         mode="idempotent")
+    assert (direct.path, staged.path) == ("direct", "staged")
+    got = sorted((r[0]["n"], r[1] or "") for r in query(
+        url, "SELECT payload, task_group FROM shardq.tasks"))
+    assert got == [(1, "batch"), (1, "t1"), (2, "batch"), (2, "t2"), (3, ""), (3, "batch")]
+    with pytest.raises(shardq.InvalidTask):
+        write_tasks(frame, dsn=url, queue="fair", payload=["n"], group="")
+
+
 def test_keys_coalesce_with_waiting_tasks(spark: Any, dbs: Databases) -> None:
     url = dbs.create()
     early = datetime.now(UTC) - timedelta(hours=1)

@@ -228,17 +228,17 @@ def _limit_parser(control: Any) -> argparse.ArgumentParser:
                       "rates (workers apply a change at their next claim)",
         description="Show the queue's limits and how much of each is in use; with options, "
                     "change those given first (the others stay). NONE removes one limit.")
-    p.add_argument("--max-running", type=_typed(limitstext.running, "it"),
+    p.add_argument("--max-running", type=_typed(limitstext.running, "the value"),
                    metavar="N|none", help="tasks of the queue running at once, across "
                                           "every worker")
     p.add_argument("--max-running-per-group", metavar="N|none",
-                   type=_typed(limitstext.running, "it"),
+                   type=_typed(limitstext.running, "the value"),
                    help="tasks of one group running at once")
-    p.add_argument("--rate", type=_typed(limitstext.rate, "it"),
+    p.add_argument("--rate", type=_typed(limitstext.rate, "the value"),
                    metavar="COUNT/PERIOD_S[/BURST]|none",
                    help="claims per period, spread evenly: at most BURST + COUNT x t / "
                         "PERIOD_S in any t seconds (BURST defaults to a tenth of COUNT)")
-    p.add_argument("--rate-per-group", type=_typed(limitstext.rate, "it"),
+    p.add_argument("--rate-per-group", type=_typed(limitstext.rate, "the value"),
                    metavar="COUNT/PERIOD_S[/BURST]|none", help="the same for each group")
     p.add_argument("--clear", action="store_true",
                    help="remove every limit not given with this command")

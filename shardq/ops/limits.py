@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 from shardq.core import validate
 from shardq.core.plan import Fetch, Plan, Steps, plan
@@ -173,13 +173,26 @@ def claim_turn(st: Statements, queue: str, bucket: int, *, after: str | None,
 
 
 def _turn(st: Statements, queue: str, bucket: int, after: str | None, control: Control,
-          limit: int, lease_s: float | None) -> Callable[[], Steps[Turn]]:
-    """The steps of :func:`claim_turn`, run afresh on each attempt."""
+          limit: int, lease_s: float | None, token: UUID | None = None
+          ) -> Callable[[], Steps[Turn]]:
+    """The steps of :func:`claim_turn`, run afresh on each attempt (``token``: the
+    lease token of the claims, by default one of its own)."""
     lease = lease_s if lease_s is not None else st.config.lease_s
-    token = uuid4()  # one per call: a retried attempt recovers what the first one took
+    # One per call: a retried attempt recovers what the first one took.
+    token = token if token is not None else uuid4()
     attempts: dict[tuple[str | None, int], Callable[[], Steps[list[Task]]]] = {}
+    tries = 0
 
     def steps() -> Steps[Turn]:
+        nonlocal tries
+        tries += 1
+        if tries > 1:
+            # Before anything else: a retry may choose another group (the lost claim took
+            # its group's last tasks) or size (the rate was spent), whose claim would not
+            # look for what the lost one took.
+            taken: list[Task] = yield _recover(st, queue, token)
+            if taken:
+                return Turn(taken, after)
         group: str | None = None
         if control.grouped and after is not None:
             rows = yield st.fetch("group_next", {"queue": queue, "after": after})
@@ -208,11 +221,19 @@ def claim_any(st: Statements, queue: str, start: int, *, limit: int, lease_s: fl
     per queue, where the caller's next turn starts (see :class:`Turn`)."""
     plain = claims.claim(st, queue, start, limit=limit, lease_s=lease_s)
     n = st.bucket_count
+    token = uuid4()  # one for every turn of every attempt: a retry recovers by it
+    tries = 0
 
     def steps() -> Steps[list[Task]]:
+        nonlocal tries
+        tries += 1
         tasks: list[Task] = yield from plain.steps()
         if tasks:
             return tasks
+        if tries > 1:
+            taken: list[Task] = yield _recover(st, queue, token)
+            if taken:
+                return taken
         found = yield from _controls(st, [queue])
         control = found.get(queue, Control())
         if not control.controlled:
@@ -220,7 +241,8 @@ def claim_any(st: Statements, queue: str, start: int, *, limit: int, lease_s: fl
         after = cursors.get(queue, "") if control.grouped else None
         for step in range(n + (MAX_GROUP_TURNS if control.grouped else 0)):
             bucket = (start + step) % n
-            turn = yield from _turn(st, queue, bucket, after, control, limit, lease_s)()
+            turn = yield from _turn(st, queue, bucket, after, control, limit, lease_s,
+                                    token)()
             after = cursors[queue] = turn.after
             if turn.tasks:
                 return turn.tasks
@@ -286,6 +308,13 @@ def _refund(st: Statements, queue: str, group: str | None, spent: _Spent,
     if spent.group is not None and spent.group > used:
         yield st.execute("group_rate_refund", {"queue": queue, "group": group,
                                                 "n": spent.group - used})
+
+
+def _recover(st: Statements, queue: str, token: UUID) -> Fetch:
+    """The tasks of ``queue`` that claims under lease ``token`` took (whichever group
+    or bucket): what a retry finds of an attempt whose reply was lost."""
+    params = st.params(queue=queue, token=token, buckets=list(range(st.bucket_count)))
+    return Fetch(st.query("claim_recover_any"), params, task_rows(queue, token))
 
 
 def _limited(st: Statements, queue: str, bucket: int, group: str | None, control: Control,

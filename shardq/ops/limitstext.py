@@ -119,6 +119,20 @@ def _rate_long(value: Rate | None) -> str:
             f"{value.burst_or_default} + {value.count / value.period_s:.4g}/s x t claims in t s)")
 
 
+def summary_of(limits: Limits) -> str:
+    """Limits alone in a short line (``run 8 · rate 100/60s``); empty without limits."""
+    parts = []
+    if limits.max_running is not None:
+        parts.append(f"run {limits.max_running}")
+    if limits.max_running_per_group is not None:
+        parts.append(f"group {limits.max_running_per_group}")
+    if limits.rate is not None:
+        parts.append(f"rate {rate_text(limits.rate)}")
+    if limits.rate_per_group is not None:
+        parts.append(f"group rate {rate_text(limits.rate_per_group)}")
+    return " · ".join(parts)
+
+
 def summary(figures: QueueStats) -> str:
     """One queue's limits and their use in a short line; empty without limits."""
     parts = []

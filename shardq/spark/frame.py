@@ -110,6 +110,13 @@ def int_column(F: Any, df: Any, value: ColumnLike | int | None, what: str,
     return F.coalesce(column(F, df, value, what).cast("int"), F.lit(default))
 
 
+def group_column(F: Any, group: ColumnLike) -> Any:
+    """One group for every row (a name), or a Column holding each row's group."""
+    if isinstance(group, str):
+        return F.lit(validate.group(group))
+    return group.cast("string")
+
+
 def queue_column(F: Any, df: Any, queue: ColumnLike) -> Any:
     """One queue for every row (a name), or a Column holding each row's queue."""
     if isinstance(queue, str):

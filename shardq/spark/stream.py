@@ -88,6 +88,7 @@ def write_stream_tasks(stream_df: Any, *, checkpoint_location: str,
                        run_at: frame.ColumnLike | None = None,
                        priority: frame.ColumnLike | int | None = None,
                        key: frame.ColumnLike | None = None,
+                       group: frame.ColumnLike | None = None,
                        max_attempts: frame.ColumnLike | int | None = None,
                        batch_size: int | None = None, num_partitions: int | None = None,
                        id_columns: Sequence[str] | None = None,
@@ -100,7 +101,7 @@ def write_stream_tasks(stream_df: Any, *, checkpoint_location: str,
     once, and return its ``StreamingQuery``.
 
     The task options (``queue``, ``payload``, ``run_at``, ``priority``, ``key``,
-    ``max_attempts``, ``dsn``/``url``, ``batch_size``, ``num_partitions``,
+    ``group``, ``max_attempts``, ``dsn``/``url``, ``batch_size``, ``num_partitions``,
     ``jdbc_options``) are those of :func:`shardq.spark.write_tasks`.
     ``checkpoint_location`` is the query's checkpoint (required: it is what lets a
     restarted query resume, and what identifies the stream); ``trigger`` the keyword
@@ -133,7 +134,7 @@ def write_stream_tasks(stream_df: Any, *, checkpoint_location: str,
     _addresses(url, dsn, jdbc_options)  # refuse a missing or unusable address now
     options: dict[str, Any] = dict(
         url=url, dsn=dsn, queue=queue, payload=payload, run_at=run_at, priority=priority,
-        key=key, max_attempts=max_attempts, batch_size=batch_size,
+        key=key, group=group, max_attempts=max_attempts, batch_size=batch_size,
         num_partitions=num_partitions, id_columns=id_columns, id_namespace=id_namespace,
         jdbc_options=jdbc_options)
     writer = BatchWriter(dsn, stream_id(checkpoint_location, id_namespace), options,

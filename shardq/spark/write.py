@@ -43,6 +43,7 @@ def write_tasks(df: Any, *, url: str | None = None, dsn: str | None = None,
                 priority: frame.ColumnLike | int | None = None,
                 key: frame.ColumnLike | None = None,
                 max_attempts: frame.ColumnLike | int | None = None,
+                group: frame.ColumnLike | None = None,
                 mode: str = "append", batch_size: int | None = None,
                 num_partitions: int | None = None, id_columns: Sequence[str] | None = None,
                 id_namespace: uuid.UUID | None = None,
@@ -61,6 +62,8 @@ def write_tasks(df: Any, *, url: str | None = None, dsn: str | None = None,
       :meth:`shardq.Client.enqueue`, per row; nulls mean "not given".  Rows of one key
       coalesce: the last in the DataFrame's order wins, and a waiting task of the key
       takes its payload and keeps the earlier place in line.
+    - ``group``: one group for every row (a name), or a Column of each row's group (nulls:
+      none), the unit of fairness and of per-group limits (:meth:`shardq.Client.set_limits`).
     - ``mode="append"``: plain rows (no key, run_at or priority) go straight into
       shardq.tasks, one transaction per partition; others through an unlogged staging
       table merged in one transaction.  ``mode="idempotent"``: every row gets a
@@ -78,7 +81,8 @@ def write_tasks(df: Any, *, url: str | None = None, dsn: str | None = None,
     if id_columns is not None and mode != "idempotent":
         raise ConfigError("id_columns only apply to mode='idempotent'")
     return write_frame(df, url=url, dsn=dsn, queue=queue, payload=payload, run_at=run_at,
-                       priority=priority, key=key, max_attempts=max_attempts, mode=mode,
+                       priority=priority, key=key, max_attempts=max_attempts, group=group,
+                       mode=mode,
                        batch_size=batch_size, num_partitions=num_partitions,
                        id_columns=id_columns, id_namespace=id_namespace,
                        jdbc_options=jdbc_options)
@@ -87,7 +91,8 @@ def write_tasks(df: Any, *, url: str | None = None, dsn: str | None = None,
 def write_frame(df: Any, *, url: str | None, dsn: str | None, queue: frame.ColumnLike,
                 payload: frame.ColumnLike | Sequence[str], run_at: frame.ColumnLike | None,
                 priority: frame.ColumnLike | int | None, key: frame.ColumnLike | None,
-                max_attempts: frame.ColumnLike | int | None, mode: str,
+                max_attempts: frame.ColumnLike | int | None,
+                group: frame.ColumnLike | None, mode: str,
                 batch_size: int | None, num_partitions: int | None,
                 id_columns: Sequence[str] | None, id_namespace: uuid.UUID | None,
                 jdbc_options: Mapping[str, str] | None,
@@ -110,7 +115,7 @@ def write_frame(df: Any, *, url: str | None, dsn: str | None, queue: frame.Colum
         direct = mode == "append" and key is None and run_at is None and not priority
         tasks = _task_frame(F, df, queue=queue, payload=payload, run_at=run_at,
                             priority=priority, key=key, max_attempts=max_attempts,
-                            default_max_attempts=config.max_attempts, direct=direct,
+                            group=group, default_max_attempts=config.max_attempts, direct=direct,
                             ids=(id_columns, id_namespace) if mode == "idempotent" else None)
         tasks = _partitioned(tasks, num_partitions)
 
@@ -178,7 +183,8 @@ def _addresses(url: str | None, dsn: str | None,
 
 
 def _task_frame(F: Any, df: Any, *, queue: Any, payload: Any, run_at: Any, priority: Any,
-                key: Any, max_attempts: Any, default_max_attempts: int, direct: bool,
+                key: Any, max_attempts: Any, group: Any, default_max_attempts: int,
+                direct: bool,
                 ids: tuple[Sequence[str] | None, uuid.UUID | None] | None) -> Any:
     """``df`` as the columns of shardq.tasks (direct) or of a staging table."""
     base = {
@@ -187,6 +193,8 @@ def _task_frame(F: Any, df: Any, *, queue: Any, payload: Any, run_at: Any, prior
         "max_attempts": frame.int_column(F, df, max_attempts, "max_attempts",
                                          default_max_attempts),
     }
+    if group is not None:
+        base["task_group"] = frame.group_column(F, group)
     if direct:
         return df.select(*[col.alias(name) for name, col in base.items()])
     base["seq"] = F.monotonically_increasing_id()
@@ -195,7 +203,8 @@ def _task_frame(F: Any, df: Any, *, queue: Any, payload: Any, run_at: Any, prior
     base["run_at_us"] = (F.lit(None).cast("long") if run_at is None
                          else frame.utc_micros(F, df, run_at, "run_at"))
     base["priority"] = frame.int_column(F, df, priority, "priority", 0)
-    names = ["seq", "queue", "key", "payload", "run_at_us", "priority", "max_attempts"]
+    names = ["seq", "queue", "key", "payload", "run_at_us", "priority", "max_attempts",
+             *(["task_group"] if group is not None else [])]
     if ids is None:
         return df.select(*[base[n].alias(n) for n in names])
     id_columns, namespace = ids

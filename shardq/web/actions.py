@@ -7,14 +7,15 @@ page's button, pressed again) repeats them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 from shardq.core import validate
 from shardq.core.errors import InvalidTask
 from shardq.core.statements import Statements
-from shardq.ops import control, deadletters
+from shardq.ops import control, deadletters, limits, limitstext
 
 ACTION_ROWS = 1000
 
@@ -46,6 +47,26 @@ def purge(st: Statements, queue: str) -> Done:
     more = n >= ACTION_ROWS
     return Done(f"purged {n:,} waiting task(s) of {queue}"
                 + ("; more remain: purge again" if more else ""), n, more)
+
+
+LIMIT_FIELDS = ("max_running", "max_running_per_group", "rate", "rate_per_group")
+
+
+def limit(st: Statements, queue: str, fields: Mapping[str, str]) -> Done:
+    """Change ``queue``'s limits named in ``fields`` (as written in
+    :mod:`shardq.ops.limitstext`; empty or ``none`` removes one); the others stay."""
+    unknown = set(fields) - set(LIMIT_FIELDS)
+    if unknown:
+        raise InvalidTask(f"no limit named {sorted(unknown)[0]!r}: the limits are "
+                          + ", ".join(LIMIT_FIELDS))
+    changes: dict[str, Any] = {}
+    for name, text in fields.items():
+        parse = limitstext.rate if name.startswith("rate") else limitstext.running
+        changes[name] = parse(str(text), name)
+    old = st.perform(limits.control(st, queue)).limits
+    new = st.perform(limits.set_limits(st, queue, limitstext.merged(old, **changes)))
+    shown = limitstext.summary_of(new)
+    return Done(f"{queue}: " + (f"limits set ({shown})" if shown else "no limits"), 1)
 
 
 def cancel(st: Statements, task_id: UUID | str) -> Done:

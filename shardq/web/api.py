@@ -76,6 +76,22 @@ def dead_action(act: Callable[[Statements, str | None, list[str] | None], action
     return endpoint
 
 
+async def post_limits(request: Request) -> JSONResponse:
+    """Change the queue's limits named in the body (``{"max_running": 8, "rate":
+    "100/60"}``; null removes one, one not named stays)."""
+    ctx = _authorised(request)
+    try:
+        body = json.loads(await request.body() or b"{}")
+    except ValueError as exc:
+        raise HTTPException(400, f"the body is not JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise HTTPException(400, 'give {"max_running": N, "rate": "COUNT/PERIOD_S[/BURST]", '
+                                 '...}, null to remove one')
+    fields = {k: "none" if v is None else str(v) for k, v in body.items()}
+    return _done(await run_in_threadpool(actions.limit, ctx.st, request.path_params["name"],
+                                          fields))
+
+
 async def post_cancel(request: Request) -> JSONResponse:
     """Cancel a waiting or running task."""
     ctx = _authorised(request)
@@ -113,6 +129,7 @@ ACTIONS = [
     *(Route(f"/api/queues/{{name}}/{verb}", queue_action(act), methods=["POST"])
       for verb, act in (("pause", actions.pause), ("resume", actions.resume),
                         ("purge", actions.purge))),
+    Route("/api/queues/{name}/limits", post_limits, methods=["POST"]),
     *(Route(f"/api/dead/{verb}", dead_action(act), methods=["POST"])
       for verb, act in (("retry", actions.retry_dead), ("purge", actions.purge_dead))),
     Route("/api/tasks/{id}/cancel", post_cancel, methods=["POST"]),

@@ -19,7 +19,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
-from shardq.ops import figures, history, inspection, queuestats
+from shardq.ops import figures, history, inspection, limitstext, queuestats
 from shardq.web import actions, chart, reads
 from shardq.web.auth import COOKIE
 from shardq.web.context import Context, context
@@ -27,7 +27,8 @@ from shardq.web.timeline import timeline
 
 ENV = Environment(loader=PackageLoader("shardq.web", "templates"), autoescape=True)
 ENV.filters.update(short=figures.short, duration=figures.duration, figure=figures.count,
-                   size=reads.payload_bytes)
+                   size=reads.payload_bytes, limits=limitstext.summary,
+                   rate_field=limitstext.rate_field)
 TEMPLATES = Jinja2Templates(env=ENV)
 
 
@@ -117,9 +118,13 @@ async def logout(request: Request) -> Response:
 
 
 async def queue_action(request: Request) -> Response:
-    """Pause, resume or purge the queue named, then show its page."""
-    ctx, _ = await _checked(request)
+    """Pause, resume, purge or limit the queue named, then show its page."""
+    ctx, form = await _checked(request)
     name, verb = request.path_params["name"], request.path_params["verb"]
+    if verb == "limit":  # the form's four fields: an empty one (not posted) removes it
+        fields = {f: form.get(f) for f in actions.LIMIT_FIELDS}
+        done = await run_in_threadpool(actions.limit, ctx.st, name, fields)
+        return _back(request, "queue", done, name=name)
     act = {"pause": actions.pause, "resume": actions.resume, "purge": actions.purge}.get(verb)
     if act is None:
         raise HTTPException(404, f"no action {verb!r}")

@@ -34,6 +34,21 @@ QUEUE_GAUGES = (
      "budget (0: it has; absent: not at the current rates)", "slo_breach_in_s"),
     ("shardq_queue_consumers_needed", "Tasks in flight at once needed to stay within the "
      "budget at the measured per-consumer rate", "consumers_needed"),
+    # Flow control (see shardq.ops.limits): each limit (absent: none set) and its use.
+    ("shardq_queue_max_running", "The queue's limit on tasks running at once across every "
+     "worker (absent: none)", "max_running"),
+    ("shardq_queue_limit_running", "Tasks holding a slot of the queue's max_running "
+     "(absent: no such limit)", "running"),
+    ("shardq_queue_max_running_per_group", "The limit on tasks of one group running at once "
+     "(absent: none)", "max_running_per_group"),
+    ("shardq_queue_running_most_group", "The most tasks any one group runs now (absent: no "
+     "per-group limit)", "running_most_group"),
+    ("shardq_queue_rate_per_second", "The queue's claim rate limit, per second (absent: "
+     "none)", "rate_per_s"),
+    ("shardq_queue_rate_per_group_per_second", "Each group's claim rate limit, per second "
+     "(absent: none)", "rate_per_group_per_s"),
+    ("shardq_queue_limit_saturated", "1 while max_running is full and due tasks wait",
+     "saturated"),
 )
 
 

@@ -1,0 +1,118 @@
+"""Query plans of flow-controlled claims over a 200k-task backlog, with a 100k-task group
+beside a small one: each claim reads one bounded index range
+(one bucket's of the primary key, or one group's of tasks_groups_waiting), and the
+capacity it checks is read from the small partial indexes of running tasks only."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from shardq.core import sqlfiles
+from tests.test_plans import LIMIT, PARAMS, QUEUE, explain
+
+pytestmark = pytest.mark.slow
+
+FAIR = "fair"
+RUNNING = ("tasks_slots", "tasks_group_slots")
+
+
+@pytest.fixture(scope="module")
+def grouped(databases: Any) -> Iterator[psycopg.Connection[Any]]:
+    """200k waiting tasks of queue 'bulk', and a queue whose group 'a' has 100k waiting
+    tasks, 'b' ten, and 50 running tasks holding slots; both queues have limits."""
+    with psycopg.connect(databases.create(), autocommit=True) as conn:
+        conn.execute("""
+            INSERT INTO shardq.tasks (queue, payload, exec_time)
+            SELECT %s, '{}', now() - interval '1 hour' + g * interval '1 ms'
+            FROM generate_series(1, 200000) AS g""", (QUEUE,))
+        conn.execute("""
+            INSERT INTO shardq.tasks (queue, task_group, payload, exec_time)
+            SELECT %s, CASE WHEN g <= 100000 THEN 'a' ELSE 'b' END, '{}',
+                   now() - interval '1 hour' + g * interval '1 ms'
+            FROM generate_series(1, 100010) AS g""", (FAIR,))
+        conn.execute("""
+            INSERT INTO shardq.tasks (queue, task_group, payload, exec_time, status, lease_token,
+                                      attempts, slot, group_slot)
+            SELECT %s, 'a', '{}', now() + interval '10 min', 'locked', gen_random_uuid(), 1, g, g
+            FROM generate_series(1, 50) AS g""", (FAIR,))
+        conn.execute("INSERT INTO shardq.queues (name, max_running, max_running_per_group) "
+                     "VALUES (%s, 1000, 500), (%s, 1000, NULL)", (FAIR, QUEUE))
+        conn.execute("VACUUM ANALYZE shardq.tasks")
+        yield conn
+
+
+def limited(conn: psycopg.Connection[Any], claim_range: str, group_free: str) -> str:
+    fragments = (("claim_range", claim_range), ("claim_slots", "claim_slots_taken"),
+                 ("group_free", group_free), ("rate_guard", "rate_spent"))
+    return sqlfiles.query("claim_limited", "postgresql", "bucket", LIMIT,
+                          fragments=tuple(sorted(fragments))).as_string(conn)
+
+
+def assert_one_bounded_range(plan: list[dict[str, Any]], index: str) -> None:
+    kinds = [n["Node Type"] for n in plan]
+    assert "Seq Scan" not in kinds, kinds
+    assert "Bitmap Heap Scan" not in kinds, kinds
+    scans = [n for n in plan if n.get("Relation Name") == "tasks"
+             and n["Node Type"] in ("Index Scan", "Index Only Scan")
+             and n.get("Actual Loops", 0) > 0]
+    ranges = [n for n in scans if n["Index Name"] not in RUNNING]
+    assert [n["Index Name"] for n in ranges] == [index], [n["Index Name"] for n in scans]
+    (scan,) = ranges
+    assert scan["Actual Rows"] == LIMIT  # stops at the limit: no read of the backlog
+    assert scan.get("Rows Removed by Filter", 0) == 0
+    # What the capacity check reads: the running tasks' slots, a few pages.
+    for n in scans:
+        if n["Index Name"] in RUNNING:
+            assert n["Shared Hit Blocks"] + n.get("Shared Read Blocks", 0) < 50
+
+
+def test_a_limited_claim_of_a_bucket_reads_one_range(grouped: psycopg.Connection[Any]) -> None:
+    plan = explain(grouped, limited(grouped, "claim_range_ungrouped", "group_free_none"),
+                   {**PARAMS, "group": None})
+    assert_one_bounded_range(plan, "tasks_pkey")
+    assert plan[0]["Actual Rows"] == LIMIT
+
+
+def test_a_groups_claim_reads_one_range_of_its_group(grouped: psycopg.Connection[Any]) -> None:
+    params = {**PARAMS, "queue": FAIR, "group": "a", "token": uuid.uuid4()}
+    plan = explain(grouped, limited(grouped, "claim_range_group", "group_free"), params)
+    assert_one_bounded_range(plan, "tasks_groups_waiting")
+    assert plan[0]["Actual Rows"] == LIMIT
+    assert "Sort" not in [n["Node Type"] for n in plan if n.get("Relation Name") == "tasks"]
+
+
+def test_an_ungrouped_turn_beside_a_large_group_reads_a_bounded_prefix(
+        grouped: psycopg.Connection[Any]) -> None:
+    params = {**PARAMS, "queue": FAIR, "group": None}
+    plan = explain(grouped, limited(grouped, "claim_range_mixed", "group_free_none"), params)
+    scans = [n for n in plan if n.get("Index Name") == "tasks_pkey"]
+    assert scans
+    # The bound and the range together read at most 4 * limit + 1 waiting tasks of the
+    # bucket, not the bucket's ~6k grouped ones.
+    assert sum(n["Actual Rows"] + n.get("Rows Removed by Filter", 0) for n in scans) \
+        <= 2 * (4 * LIMIT + 1)
+    assert plan[0]["Actual Rows"] == 0  # every task there has a group
+
+
+def test_the_next_group_is_one_descent(grouped: psycopg.Connection[Any]) -> None:
+    text = sqlfiles.query("group_next", "postgresql", "bucket").as_string(grouped)
+    plan = explain(grouped, text, {"queue": FAIR, "after": "a"})
+    scans = [n for n in plan if n.get("Relation Name") == "tasks"]
+    assert [n["Index Name"] for n in scans] == ["tasks_groups_waiting"]
+    assert scans[0]["Actual Rows"] == 1
+    assert scans[0]["Shared Hit Blocks"] + scans[0].get("Shared Read Blocks", 0) < 20
+
+
+def test_the_plain_claim_of_a_limited_queue_reads_no_task(
+        grouped: psycopg.Connection[Any]) -> None:
+    text = sqlfiles.query("claim", "postgresql", "bucket", LIMIT).as_string(grouped)
+    plan = explain(grouped, text, PARAMS)
+    ranges = [n for n in plan if n.get("Index Name") == "tasks_pkey"]
+    assert ranges
+    assert all(n["Actual Loops"] == 0 for n in ranges)
+    assert plan[0]["Actual Rows"] == 0
