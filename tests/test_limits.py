@@ -206,3 +206,12 @@ def test_a_rate_per_group(timed: Blocking, clock: shardq.ManualClock) -> None:
     clock.advance(1.0)
     got = [t.payload["g"] for t in claim_all(timed, 5)]
     assert sorted(got) == ["a", "b"]
+
+
+def test_a_keyed_task_put_back_keeps_its_group(client: Blocking) -> None:
+    client.enqueue(Q, {"n": 1}, key="k", group="g")
+    (task,) = claim_all(client)
+    client.nack(task, "again")
+    info = client.get(task.id)
+    assert info is not None
+    assert (info.status, info.group) == ("available", "g")

@@ -7,10 +7,10 @@
 INSERT INTO shardq.tasks AS w
     (id, queue, key, status, exec_time, payload, priority, pending_head_start_s, attempts,
      max_attempts, lease_token, last_error, enqueued_at, first_claimed_at, last_claimed_at,
-     times_claimed, times_requeued, last_requeued_at)
+     times_claimed, times_requeued, last_requeued_at, task_group)
 SELECT x.id, x.queue, x.key, 'available', x.next_time, x.payload, x.priority, 0,
        x.attempts_after, x.max_attempts, NULL, x.error, x.enqueued_at, x.first_claimed_at,
-       x.last_claimed_at, x.times_claimed, x.times_requeued + 1, x.now
+       x.last_claimed_at, x.times_claimed, x.times_requeued + 1, x.now, x.task_group
 FROM x
 ON CONFLICT (queue, key) WHERE key IS NOT NULL AND status = 'available'
 DO UPDATE SET
