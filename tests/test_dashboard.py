@@ -190,6 +190,62 @@ def test_forms_need_the_session_and_the_csrf_field(site: str, timed: shardq.Clie
     assert "samesite=strict" in right.headers["set-cookie"].lower()
 
 
+def test_pages_show_limits_and_the_form_sets_them(site: str, timed: shardq.Client) -> None:
+    queue = fresh("limits")
+    timed.set_limits(queue, max_running=1, rate=shardq.Rate(100, 60))
+    timed.enqueue_many(queue, [{"n": 1}, {"n": 2}])
+    timed.claim(queue, limit=5)  # one slot of one held, one task due: saturated
+    [row] = [r for r in call(f"{site}/").text.split("<tr") if f'data-queue="{queue}"' in r]
+    assert "saturated" in row
+    assert "run 1/1 · rate 100/60s" in row
+    page = call(f"{site}/queues/{queue}").text
+    assert '<b data-field="max_running">1 / 1</b>' in page
+    assert '<b data-field="rate">100 per 60s, burst 10</b>' in page
+    assert '<span class="paused" data-field="saturated">saturated</span>' in page
+    assert 'id="limits-form"' not in page  # not logged in
+    guard = Guard(TOKEN)
+    session = f"{COOKIE}={guard.session}"
+    mine = call(f"{site}/queues/{queue}", cookie=session).text
+    assert 'name="max_running" size="6" placeholder="none" value="1"' in mine
+    assert 'name="rate" size="10" placeholder="100/60" value="100/60/10"' in mine
+    url = f"{site}/actions/queues/{queue}/limit"
+    wanted = {"max_running": "3", "max_running_per_group": "2", "rate": "",
+              "rate_per_group": "5/1/2"}
+    forged = urlencode({**wanted, "csrf": "0" * 64}).encode()
+    assert call(url, "POST", form=forged, cookie=session).status == 403
+    assert call(url, "POST", form=urlencode({**wanted, "csrf": guard.csrf}).encode()
+                ).status == 401  # no session
+    assert timed.limits(queue).limits == shardq.Limits(1, None, shardq.Rate(100, 60.0, 10))
+    done = call(url, "POST", form=urlencode({**wanted, "csrf": guard.csrf}).encode(),
+                cookie=session)
+    assert done.status == 303
+    assert timed.limits(queue).limits == shardq.Limits(3, 2, None, shardq.Rate(5, 1.0, 2))
+    assert "limits+set" in done.headers["location"]
+    bad = call(url, "POST", form=urlencode({"max_running": "0", "csrf": guard.csrf}).encode(),
+               cookie=session)
+    assert bad.status == 400
+    assert "max_running must be between 1 and" in bad.text
+    assert timed.limits(queue).limits.max_running == 3
+    figures = call(f"{site}/queues/{queue}").text
+    assert '<b data-field="max_running">1 / 3</b>' in figures
+    assert '<span data-field="saturated">not saturated</span>' in figures
+
+
+def test_limits_through_the_api(site: str, timed: shardq.Client) -> None:
+    queue = fresh("api-limits")
+    url = f"{site}/api/queues/{queue}/limits"
+    assert call(url, "POST", {"max_running": 4}).status == 401
+    done = call(url, "POST", {"max_running": 4, "rate": "10/1/3"}, token=TOKEN)
+    assert done.status == 200, done.text
+    assert timed.limits(queue).limits == shardq.Limits(4, None, shardq.Rate(10, 1.0, 3))
+    call(url, "POST", {"rate": None}, token=TOKEN)  # null removes one; the others stay
+    assert timed.limits(queue).limits == shardq.Limits(4)
+    assert call(url, "POST", {"max_waiting": 1}, token=TOKEN).status == 400
+    assert call(url, "POST", {"rate": "fast"}, token=TOKEN).status == 400
+    figures = call(f"{site}/api/queues/{queue}").json()["stats"]
+    assert (figures["max_running"], figures["running"], figures["saturated"]) == (4, 0, False)
+
+
 @pytest.mark.parametrize("settings", [{"read_only": True}, {}])
 def test_without_a_token_no_action_is_served(timed: shardq.Client,
                                              settings: dict[str, Any]) -> None:

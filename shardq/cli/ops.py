@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from shardq.core.config import ClientConfig, add_arguments, from_arguments
 from shardq.core.errors import ConfigError, InvalidTask, UnknownQueue
-from shardq.ops import limitstext
 from shardq.web.config import DashboardConfig, read_token
 
 if TYPE_CHECKING:
@@ -34,11 +33,13 @@ def budget(raw: str) -> float:
     return value
 
 
-def _typed(parse: Callable[[str, str], Any], name: str) -> Callable[[str], Any]:
-    """An argparse type from a parser of :mod:`shardq.ops.limitstext`."""
+def _typed(parser: str, name: str) -> Callable[[str], Any]:
+    """An argparse type from the parser ``parser`` of :mod:`shardq.ops.limitstext`."""
     def typed(raw: str) -> Any:
+        from shardq.ops import limitstext  # the driver comes with it: not for --help
+
         try:
-            return parse(raw, name)
+            return getattr(limitstext, parser)(raw, name)
         except InvalidTask as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -130,7 +131,7 @@ def cmd_limit(args: argparse.Namespace) -> int:
     """``shardq queue limit QUEUE [...]``: change the limits given (the others stay; with
     --clear, every one not given goes), then print them; with no option, print them."""
     from shardq.core.plan import plan
-    from shardq.ops import control
+    from shardq.ops import control, limitstext
     from shardq.ops.limits import Limits
 
     changes = {name: getattr(args, name) for name in LIMIT_OPTIONS
@@ -228,17 +229,17 @@ def _limit_parser(control: Any) -> argparse.ArgumentParser:
                       "rates (workers apply a change at their next claim)",
         description="Show the queue's limits and how much of each is in use; with options, "
                     "change those given first (the others stay). NONE removes one limit.")
-    p.add_argument("--max-running", type=_typed(limitstext.running, "the value"),
+    p.add_argument("--max-running", type=_typed("running", "the value"),
                    metavar="N|none", help="tasks of the queue running at once, across "
                                           "every worker")
     p.add_argument("--max-running-per-group", metavar="N|none",
-                   type=_typed(limitstext.running, "the value"),
+                   type=_typed("running", "the value"),
                    help="tasks of one group running at once")
-    p.add_argument("--rate", type=_typed(limitstext.rate, "the value"),
+    p.add_argument("--rate", type=_typed("rate", "the value"),
                    metavar="COUNT/PERIOD_S[/BURST]|none",
                    help="claims per period, spread evenly: at most BURST + COUNT x t / "
                         "PERIOD_S in any t seconds (BURST defaults to a tenth of COUNT)")
-    p.add_argument("--rate-per-group", type=_typed(limitstext.rate, "the value"),
+    p.add_argument("--rate-per-group", type=_typed("rate", "the value"),
                    metavar="COUNT/PERIOD_S[/BURST]|none", help="the same for each group")
     p.add_argument("--clear", action="store_true",
                    help="remove every limit not given with this command")
