@@ -13,7 +13,7 @@ One queue per limit, whose limits each test sets (``shardq.queues``):
 
 - ``capped``: for ``max_running``;
 - ``grouped``: for ``max_running_per_group`` (tasks enqueued with ``group=``, which a
-  handler cannot read, so its group is passed as an argument too);
+  handler cannot read: its group is passed as an argument too);
 - ``rated``: for ``rate``;
 - ``leased``: ``max_running`` under a 3 s lease, for a worker killed mid-run.
 """
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
 
 import psycopg
 
@@ -33,7 +32,7 @@ app = shardq.App()
 SETUP = """
 CREATE TABLE IF NOT EXISTS limited_runs (
     task_id uuid NOT NULL, queue text NOT NULL, n int NOT NULL, grp text,
-    attempt int NOT NULL, pid int NOT NULL,
+    attempt int NOT NULL, claims int, pid int NOT NULL,
     started_at timestamptz NOT NULL, ended_at timestamptz
 )"""
 
@@ -44,9 +43,12 @@ def _work(queue: str, n: int, seconds: float, group: str | None) -> None:
     task = shardq.current().task
     dsn = os.environ.get("LIMITED_LOG_DSN") or os.environ["SHARDQ_DSN"]
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("INSERT INTO limited_runs VALUES "
-                     "(%s, %s, %s, %s, %s, %s, to_timestamp(%s), NULL)",
-                     (task.id, queue, n, group, task.attempts, os.getpid(), started))
+        # How often the task was claimed, this claim included: a claim recovered after a
+        # lost reply is one claim, a task put back after a lease ran out is claimed again.
+        conn.execute("INSERT INTO limited_runs VALUES (%s, %s, %s, %s, %s, "
+                     "(SELECT times_claimed FROM shardq.tasks WHERE id = %s), %s, "
+                     "to_timestamp(%s), NULL)",
+                     (task.id, queue, n, group, task.attempts, task.id, os.getpid(), started))
         time.sleep(seconds)
         conn.execute("UPDATE limited_runs SET ended_at = to_timestamp(%s) "
                      "WHERE task_id = %s AND attempt = %s AND pid = %s",
@@ -76,8 +78,3 @@ def leased(n: int, seconds: float) -> None:
     """A run of ``seconds`` under ``max_running`` and a 3 s lease."""
     _work("leased", n, seconds, None)
 
-
-def payload(function: shardq.TaskFunction[Any, Any], *args: Any) -> dict[str, Any]:
-    """The payload a call ``function(*args)`` is enqueued as, for ``Client.enqueue_many``
-    (which takes a ``group``, as the task functions do not yet)."""
-    return {"task": function.name, "args": list(args), "kwargs": {}}

@@ -12,7 +12,7 @@ what lets the proxy:
   on, for good: both sockets stay open and are drained, nothing is forwarded (a
   peer that vanished without a FIN); connections opened after it is off are normal;
 - ``withhold_reply(pattern, times)``: let the next ``times`` statements matching
-  ``pattern`` (a simple Query, a Parse, or a Bind of a statement prepared earlier)
+  ``pattern`` (a simple Query, or the Bind that runs a parsed or prepared statement)
   reach the server, then drop the server's reply to it and close the connection
   when the server is done with it (ReadyForQuery): the server ran, and in
   autocommit committed, the statement but the client never learns.
@@ -149,11 +149,12 @@ class Link:
             if kind == b"Q":
                 text = _cstrings(body, 1)[0]
             elif kind == b"P":
-                name, text = _cstrings(body, 2)
-                self.statements[name] = text
-            elif kind == b"B":
-                name = _cstrings(body, 2)[1]
-                text = self.statements.get(name) if name else None  # unnamed: Parse matched
+                # Remembered, not matched: a Parse may come in a round trip of its own (as
+                # psycopg prepares a statement), whose reply ends before anything ran.
+                name, parsed = _cstrings(body, 2)
+                self.statements[name] = parsed
+            elif kind == b"B":  # the statement runs: named, or the last unnamed Parse
+                text = self.statements.get(_cstrings(body, 2)[1])
             if text is not None and self.reply == FORWARD and self.proxy.take_match(text):
                 self.reply = ARMED
             out += message
