@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from shardq.core.task import Task, TaskInfo, TaskResult
     from shardq.handler import Context, Fail, Retry, current
     from shardq.ops.janitor import Janitor, JanitorReport
-    from shardq.ops.limits import Control, Limits, Rate
+    from shardq.ops.limits import Control, Limits
+    from shardq.ops.rates import Rate
 
 # Each public name and the module that defines it.
 _SOURCES = {
@@ -59,7 +60,7 @@ _SOURCES = {
     "Janitor": "shardq.ops.janitor",
     "Control": "shardq.ops.limits",
     "Limits": "shardq.ops.limits",
-    "Rate": "shardq.ops.limits",
+    "Rate": "shardq.ops.rates",
     "JanitorReport": "shardq.ops.janitor",
     "Task": "shardq.core.task",
     "TaskInfo": "shardq.core.task",

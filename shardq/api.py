@@ -42,6 +42,7 @@ from shardq.ops import (
     settle,
 )
 from shardq.ops import limits as flow
+from shardq.ops.rates import Rate
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -229,8 +230,8 @@ class Operations:
     @operation
     def set_limits(self, queue: str, *, max_running: int | None = None,
                    max_running_per_group: int | None = None,
-                   rate: flow.Rate | None = None,
-                   rate_per_group: flow.Rate | None = None) -> Plan[flow.Limits]:
+                   rate: Rate | None = None,
+                   rate_per_group: Rate | None = None) -> Plan[flow.Limits]:
         """Set ``queue``'s limits, replacing all earlier ones (call with none to clear
         them); every worker applies them at its next claim.
 

@@ -35,37 +35,12 @@ from shardq.core import validate
 from shardq.core.plan import Fetch, Plan, Steps, plan
 from shardq.core.statements import Statements
 from shardq.core.task import Task
-from shardq.ops import claims
+from shardq.ops import claims, rates
 from shardq.ops.claims import attempt_claim, task_rows
+from shardq.ops.rates import Rate
 
 MAX_GROUP_TURNS = 16
 """Group turns one :func:`claim_any` call takes at most before the buckets' turns."""
-
-
-@dataclass(frozen=True)
-class Rate:
-    """At most ``count`` claims per ``period_s`` seconds, spread evenly: one every
-    ``period_s / count`` seconds, and at most ``burst`` ahead of that schedule (by
-    default a tenth of ``count``, at least 1), so no span of t seconds holds more than
-    ``burst + count * t / period_s`` claims."""
-
-    count: int
-    period_s: float = 1.0
-    burst: int | None = None
-
-    def __post_init__(self) -> None:
-        validate.positive_int("rate count", self.count)
-        validate.positive_float("rate period_s", self.period_s)
-        if self.burst is not None:
-            validate.positive_int("rate burst", self.burst)
-
-    @property
-    def burst_or_default(self) -> int:
-        """The burst in effect."""
-        return self.burst if self.burst is not None else max(1, self.count // 10)
-
-    def __str__(self) -> str:
-        return f"{self.count}/{self.period_s:g}s (burst {self.burst_or_default})"
 
 
 @dataclass(frozen=True)
@@ -198,7 +173,8 @@ def _turn(st: Statements, queue: str, bucket: int, after: str | None, control: C
             rows = yield st.fetch("group_next", {"queue": queue, "after": after})
             group = rows[0][0] if rows else None
         cursor = group if group is not None else ("" if control.grouped else None)
-        spent = yield from _spend(st, queue, group, control.limits, limit)
+        spent = yield from rates.spend(st, queue, group, control.limits.rate,
+                                       control.limits.rate_per_group, limit)
         if spent.granted == 0:
             return Turn([], after if group is None else cursor, spent.wait_s)
         size = limit if spent.granted >= limit else 1 << (spent.granted.bit_length() - 1)
@@ -207,7 +183,7 @@ def _turn(st: Statements, queue: str, bucket: int, after: str | None, control: C
             attempts[key] = _limited(st, queue, bucket, group, control, spent, size,
                                      lease, token)
         tasks = yield from attempts[key]()
-        yield from _refund(st, queue, group, spent, len(tasks))
+        yield from rates.refund(st, queue, group, spent, len(tasks))
         return Turn(tasks, cursor)
 
     return steps
@@ -261,55 +237,6 @@ def control(st: Statements, queue: str) -> Plan[Control]:
     return plan(steps)
 
 
-@dataclass(frozen=True)
-class _Spent:
-    """Rate tokens a turn spent: ``granted`` tasks may be claimed; ``queue``/``group``
-    are how many tokens of each rate were spent (None: that rate was not asked)."""
-
-    granted: int
-    queue: int | None = None
-    group: int | None = None
-    wait_s: float = 0.0
-
-
-def _spend(st: Statements, queue: str, group: str | None, limits: Limits,
-           want: int) -> Steps[_Spent]:
-    """Spend the rate tokens a claim of up to ``want`` needs (none when no rate)."""
-    spent_queue: int | None = None
-    if limits.rate is not None:
-        rows = yield st.fetch("rate_take", {"queue": queue, "want": want})
-        if rows:  # no row: the rate was removed since the worker looked
-            want, wait_s = rows[0]
-            spent_queue = want
-            if want == 0:
-                return _Spent(0, 0, None, wait_s)
-    if group is None or limits.rate_per_group is None:
-        return _Spent(want, spent_queue)
-    values = {"queue": queue, "group": group, "want": want}
-    rows = yield st.fetch("group_rate_take", values)
-    if not rows:
-        yield st.execute("group_row", values)
-        rows = yield st.fetch("group_rate_take", values)
-    if not rows:
-        return _Spent(want, spent_queue)
-    granted = rows[0][0]
-    if spent_queue is not None and granted < spent_queue:
-        yield st.execute("rate_refund", {"queue": queue, "n": spent_queue - granted})
-        spent_queue = granted
-    # A group out of tokens ends its turn at once: the next group's may go.
-    return _Spent(granted, spent_queue, granted)
-
-
-def _refund(st: Statements, queue: str, group: str | None, spent: _Spent,
-            used: int) -> Steps[None]:
-    """Give back the tokens of ``spent`` that the claim did not use."""
-    if spent.queue is not None and spent.queue > used:
-        yield st.execute("rate_refund", {"queue": queue, "n": spent.queue - used})
-    if spent.group is not None and spent.group > used:
-        yield st.execute("group_rate_refund", {"queue": queue, "group": group,
-                                                "n": spent.group - used})
-
-
 def _recover(st: Statements, queue: str, token: UUID) -> Fetch:
     """The tasks of ``queue`` that claims under lease ``token`` took (whichever group
     or bucket): what a retry finds of an attempt whose reply was lost."""
@@ -318,7 +245,7 @@ def _recover(st: Statements, queue: str, token: UUID) -> Fetch:
 
 
 def _limited(st: Statements, queue: str, bucket: int, group: str | None, control: Control,
-             spent: _Spent, size: int, lease_s: float,
+             spent: rates.Spent, size: int, lease_s: float,
              token: Any) -> Callable[[], Steps[list[Task]]]:
     """The steps of one limited claim (``claim_limited``) of ``group`` (None: the
     ungrouped tasks of ``bucket``), recovered by ``token`` when retried."""
@@ -326,7 +253,7 @@ def _limited(st: Statements, queue: str, bucket: int, group: str | None, control
         claim_range = "claim_range_group"
     else:
         claim_range = "claim_range_mixed" if control.grouped else "claim_range_ungrouped"
-    fragments = {"claim_range": claim_range, "rate_guard": _rate_guard(group, spent),
+    fragments = {"claim_range": claim_range, "rate_guard": rates.guard(group, spent),
                  "claim_slots": "claim_slots_taken",
                  "group_free": "group_free" if group is not None else "group_free_none"}
     params = st.params(queue=queue, bucket=bucket, group=group, lease_s=lease_s,
@@ -337,14 +264,3 @@ def _limited(st: Statements, queue: str, bucket: int, group: str | None, control
     return attempt_claim(take, recover)
 
 
-def _rate_guard(group: str | None, spent: _Spent) -> str:
-    """The guard that keeps a claim from taking tasks under a rate it did not spend."""
-    queue_unspent = spent.queue is None
-    if group is None:
-        return "rate_unset" if queue_unspent else "rate_spent"
-    group_unspent = spent.group is None
-    if queue_unspent and group_unspent:
-        return "rate_unset_both"
-    if queue_unspent:
-        return "rate_unset"
-    return "rate_unset_per_group" if group_unspent else "rate_spent"

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from shardq.core.errors import InvalidTask
-from shardq.ops.limits import Control, Limits, Rate
+from shardq.ops.limits import Control, Limits
+from shardq.ops.rates import Rate
 
 if TYPE_CHECKING:
     from shardq.ops.queuestats import QueueStats

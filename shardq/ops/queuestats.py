@@ -40,7 +40,8 @@ from shardq.core.errors import InvalidTask
 from shardq.core.plan import Plan, Steps, plan
 from shardq.core.statements import Statements
 from shardq.ops import control, forecast
-from shardq.ops.limits import Control, Rate, controls
+from shardq.ops.limits import Control, controls
+from shardq.ops.rates import Rate
 
 COUNT_BUDGET = 16384  # index entries one state's count reads at most, over all buckets
 MIN_BUCKET_CAP = 16
