@@ -8,6 +8,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from bench import flow_report
 from bench.common import markdown_table
 from bench.suite import async_enqueue, fleet_report
 from bench.suite.settings import DRAIN_VARIANTS, PICKUP_VARIANTS, Settings
@@ -219,7 +220,8 @@ def render(records: list[Record], settings: Settings, machine: list[str], comman
         lambda: _cost(records, settings),
         lambda: fleet_report.ceiling_section(records, settings),
         lambda: fleet_report.worker_section(records, settings),
-        lambda: async_enqueue.section(records, settings)]
+        lambda: async_enqueue.section(records, settings),
+        lambda: flow_report.section(records, settings)]
     for section in sections:
         lines += section()
     lines += ["## Targets (issue 6)", "", markdown_table(["target", "measured", ""],

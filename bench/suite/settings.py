@@ -75,7 +75,7 @@ class Settings:
     async_batched_tasks: int = 100_000
     async_in_flight: int = 1_000
     scenarios: tuple[str, ...] = ("enqueue", "drain", "pickup", "backlog", "ablation", "cost",
-                                  "fleet", "processes", "async")
+                                  "fleet", "processes", "async", "flow")
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -99,28 +99,10 @@ def consume_processes(url: str, spec: dict[str, Any], probe: Probe,
     task started and acked), read every 10 ms.  CPU and memory are the supervisor's
     and its children's, from the clock's start.
     """
-    processes = int(spec.get("processes", 1))
-    flags = [f"--{key}={int(spec[key])}" for key in ("processes", "batch", "claimers",
-                                                      "concurrency") if spec.get(key)]
-    command = [sys.executable, "-m", "shardq", "consume", f"{__name__}:noop",
-               f"--queue={QUEUE}", "--shutdown-grace-s=5", *flags]
     with shardq.Client(url, pool_max_size=1) as client:
         client.pause(QUEUE, create=True)  # its tasks may not be enqueued yet
     ready()
-    daemon = subprocess.Popen(command, env={**os.environ, "SHARDQ_DSN": url}, cwd=ROOT,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    all_consuming = threading.Event()
-
-    def watch_log() -> None:
-        assert daemon.stderr is not None
-        seen = 0
-        for line in daemon.stderr:  # read to the end, or the daemon blocks on a full pipe
-            if "consuming" in line:
-                seen += 1
-                if seen >= processes:
-                    all_consuming.set()
-
-    threading.Thread(target=watch_log, daemon=True).start()
+    daemon, all_consuming = start_cli(url, spec)
     deadline = time.monotonic() + float(spec["deadline_s"])
     try:
         with psycopg.connect(url, autocommit=True) as conn, \
@@ -136,8 +118,41 @@ def consume_processes(url: str, spec: dict[str, Any], probe: Probe,
                 probe.handled_elsewhere(probe.target - _queued(conn), cpu - cpu0, rss)
                 time.sleep(0.01)
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        daemon.wait(30)
+        stop_cli(daemon)
+
+
+def start_cli(url: str, spec: dict[str, Any]) -> tuple[subprocess.Popen[str], threading.Event]:
+    """Start ``shardq consume`` on the bench queue as a user would, with the flags of
+    ``spec`` (processes, batch, claimers, concurrency, and ``flags``: any others), and
+    its ``handler`` (a module:function, by default :func:`noop`); and an event set once every worker
+    process has logged that it is consuming.  Its log is read to the end in a thread
+    (a full pipe would block it).  Stop it with :func:`stop_cli`."""
+    processes = int(spec.get("processes", 1))
+    flags = [f"--{key}={int(spec[key])}" for key in ("processes", "batch", "claimers",
+                                                      "concurrency") if spec.get(key)]
+    command = [sys.executable, "-m", "shardq", "consume", spec.get("handler", f"{__name__}:noop"),
+               f"--queue={QUEUE}", "--shutdown-grace-s=5", *flags, *spec.get("flags", [])]
+    daemon = subprocess.Popen(command, env={**os.environ, "SHARDQ_DSN": url}, cwd=ROOT,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    all_consuming = threading.Event()
+
+    def watch_log() -> None:
+        assert daemon.stderr is not None
+        seen = 0
+        for line in daemon.stderr:  # read to the end, or the daemon blocks on a full pipe
+            if "consuming" in line:
+                seen += 1
+                if seen >= processes:
+                    all_consuming.set()
+
+    threading.Thread(target=watch_log, daemon=True).start()
+    return daemon, all_consuming
+
+
+def stop_cli(daemon: subprocess.Popen[str]) -> None:
+    """SIGTERM a daemon of :func:`start_cli` and wait for it to exit."""
+    daemon.send_signal(signal.SIGTERM)
+    daemon.wait(30)
 
 
 def _queued(conn: psycopg.Connection[Any]) -> int:

@@ -42,7 +42,7 @@ class Completer(Loop[int]):
 
     def __init__(self, client: Client, metrics: Metrics, *, batch: int, flush_ms: int,
                  release: Callable[[list[Task]], list[Task]],
-                 written: Callable[[], None] = lambda: None) -> None:
+                 written: Callable[[list[Task]], None] = lambda tasks: None) -> None:
         super().__init__("shardq-completer", flush_ms / 1000)
         self.client, self.metrics, self.batch, self.written = client, metrics, batch, written
         self.release = release
@@ -89,7 +89,9 @@ class Completer(Loop[int]):
                 self._write([o for o in chunk_kept if o.ok], [o for o in chunk_kept if not o.ok])
             finally:
                 self._writing -= len(chunk)
-                self.written()  # claimers held back by the lag may go on
+                # Claimers held back by the lag may go on; these tasks' capacity slots,
+                # if they held any, are free.
+                self.written([o.task for o in chunk])
         return len(outcomes)
 
     def delay_after(self, result: int) -> float:

@@ -21,6 +21,7 @@ from shardq.core.clock import Clock
 from shardq.core.config import ClientConfig
 from shardq.core.errors import ConfigError, LeaseLost
 from shardq.core.loop import Loop
+from shardq.core.task import Task
 from shardq.core.validate import queue_name
 from shardq.handler import Context
 from shardq.ops.periodic import PeriodicLoop, register
@@ -68,7 +69,7 @@ class Worker:
         self.keeper = LeaseKeeper(self.client, min(leases.values()), self.metrics)
         self.completer = Completer(self.client, self.metrics, batch=config.ack_batch,
                                    flush_ms=config.ack_flush_ms, release=self.keeper.let_go,
-                                   written=self._made_room)
+                                   written=self._written)
         self.slots = Slots(app, self.buffer, concurrency=config.concurrency, report=self._report,
                            taken=self._made_room, metrics=self.metrics)
         self.listener = (Listener(self.client.db.dsn, set(queues), self._heard,
@@ -93,7 +94,7 @@ class Worker:
         count = self.config.claimers
         targets = [(q, b) for b in range(self.client.bucket_count) for q in queues]
         base = random.randrange(len(targets))
-        controls = Controls(self.client, queues)
+        controls = self.controls = Controls(self.client, queues)
         return [Claimer(f"shardq-claimer-{i}", self.client,
                         Schedule(targets, base + i * len(targets) // count,
                                  self.config.poll_max_ms / 1000, share=count,
@@ -134,6 +135,24 @@ class Worker:
                 if self.buffer.qsize() <= claimer.resume_below:
                     claimer.wake()
                 return
+
+    def _written(self, tasks: list[Task]) -> None:
+        """Outcomes were written: room for claims, and capacity back under a running limit.
+
+        A task of a queue under ``max_running`` (or per group) gave its slot back as its
+        outcome was written.  The claims that found no free slot meanwhile came back
+        empty and cooled their buckets down as empty ones do (to ``poll_max_ms``), and
+        no NOTIFY announces freed capacity: so one claimer is pointed at such a task's
+        bucket, as an enqueue's NOTIFY would, and the slot is taken again at once.
+        """
+        self._made_room()
+        hinted: set[str] = set()
+        for task in tasks:
+            if task.queue not in hinted:
+                hinted.add(task.queue)
+                limits = self.controls.get(task.queue).limits
+                if limits.max_running is not None or limits.max_running_per_group is not None:
+                    self._heard(task.queue, task.bucket)
 
     def _heard(self, queue: str | None, bucket: int | None) -> None:
         if queue is None or bucket is None:  # work in many buckets, or notes were missed

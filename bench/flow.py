@@ -1,0 +1,333 @@
+"""Flow control (issue 27) measured with ``shardq consume`` worker processes.
+
+1. Overhead: the suite's 2-process drain of no-op tasks with no limits, with limits
+   so high they never bind (``max_running=1_000_000`` and ``rate=Rate(10_000_000, 1)``)
+   and with that ``max_running`` alone, alternating within each repetition.
+2. Binding ``max_running=8``: 3 worker processes of 16 handler slots, 50 ms tasks;
+   throughput against 8 ÷ 0.05 s = 160 tasks/s.
+3. ``rate=Rate(50, 1)``: handler starts of every whole second against 50.
+4. Fairness: group A's backlog drains; group B enqueues 100 tasks; the time until
+   B's last task starts.
+
+Every run has a fresh database; the worker processes are started, timed and stopped
+as the suite's ``processes`` scenario does (:mod:`bench.suite.sys_shardq`).  Measured
+handlers record their start and end (machine clock) in a table of their database.
+The suite runs this as its ``flow`` section (:func:`run`, :func:`bench.flow_report.section`);
+alone it writes ``bench/results/flow.md``:
+
+    python -m bench.flow [--quick] [--only overhead,binding,rate,fairness] [--reps 5]
+        [--dsn URL] [--out FILE] [--records FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+import shardq
+from bench import common
+from bench.suite import backlog, harness, sys_shardq
+from bench.suite.settings import SHARDQ_2P, Settings
+
+Record = dict[str, Any]
+SCENARIO = "flow"
+QUEUE = common.QUEUE
+HANDLER = "bench.flow_app:task"
+STARTS = ("CREATE TABLE IF NOT EXISTS bench_flow_starts "
+          "(started float8 NOT NULL, finished float8 NOT NULL, grp text, lease_end float8)")
+WORKER = SHARDQ_2P.consume  # the suite's drain: 2 processes, batch 100, 2 claimers, 4 slots
+ARMS: dict[str, dict[str, Any]] = {
+    "no limits": {},
+    "limits that never bind": {"max_running": 1_000_000, "rate": shardq.Rate(10_000_000, 1)},
+    "max_running only": {"max_running": 1_000_000},
+}
+BINDING = {"max_running": 8, "processes": 3, "concurrency": 16, "task_s": 0.05}
+RATE = shardq.Rate(50, 1)
+KINDS = ("overhead", "binding", "rate", "fairness")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How big each measurement is."""
+
+    drain: int = 30_000  # no-op tasks per overhead drain
+    binding_tasks: int = 3_200  # 20 s at 160 tasks/s
+    rate_s: int = 60  # whole seconds of rate-limited starts
+    group_a: int = 100_000
+    group_b: int = 100
+    warm_s: float = 2.0  # A drains this long before B enqueues
+
+
+QUICK = Sizes(drain=2_000, binding_tasks=400, rate_s=10, group_a=10_000, warm_s=0.5)
+
+def _database(dbs: common.Databases, limits: dict[str, Any]) -> str:
+    """A fresh database with the recorder table and the bench queue's ``limits``."""
+    url = harness.prepare(dbs, "shardq")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(STARTS)
+    if limits:
+        with shardq.Client(url, pool_max_size=1) as client:
+            client.set_limits(QUEUE, **limits)
+    return url
+
+
+def _enqueue(url: str, payload: dict[str, Any], n: int, group: str | None = None) -> None:
+    with shardq.Client(url, pool_max_size=1) as client:
+        for first in range(0, n, 5_000):
+            client.enqueue_many(QUEUE, [payload] * min(5_000, n - first), group=group)
+
+
+def _starts(url: str, group: str | None = None) -> list[tuple[float, float]]:
+    """(start, end) of the recorded handlers (of ``group``), by start."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute("SELECT started, finished FROM bench_flow_starts "
+                            "WHERE %(g)s::text IS NULL OR grp = %(g)s ORDER BY started",
+                            {"g": group}).fetchall()
+    return [(float(a), float(b)) for a, b in rows]
+
+
+def _drain(url: str, n: int, worker: dict[str, Any]) -> Record:
+    """The suite's timed ``shardq consume`` run (queue paused while the processes start,
+    clock from its resume to an empty table) with this module's handler."""
+    out = harness.call({"system": "shardq", "mode": "consume", "url": url, "n": n,
+                        "deadline_s": 120 + n / 20, "cli": True, **worker,
+                        "handler": HANDLER}, timeout=600 + n / 10)
+    return {"tasks": out["handled"], "elapsed_s": out["elapsed_s"],
+            "rate": out["handled"] / out["elapsed_s"] if out["elapsed_s"] else 0.0}
+
+
+def overhead(dbs: common.Databases, sizes: Sizes, reps: int, records: list[Record]) -> None:
+    """Measurement 1: the arms side by side, in a rotating order per repetition."""
+    arms = list(ARMS)
+    for rep in range(reps):
+        k = rep % len(arms)
+        for arm in arms[k:] + arms[:k]:
+            url = _database(dbs, ARMS[arm])
+            backlog.top_up(url, sizes.drain)
+            out = backlog.drain_rate(url, sizes.drain, WORKER)
+            records.append({"scenario": SCENARIO, "kind": "overhead", "arm": arm, "rep": rep,
+                            **out})
+            harness.log(f"flow overhead rep {rep + 1} {arm}: {out['rate']:,.0f} tasks/s")
+            dbs.close()
+
+
+def max_overlap(spans: list[tuple[float, float]]) -> int:
+    """The most of ``spans`` (start, end) open at one instant (an end before a start)."""
+    events = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
+    most = running = 0
+    for _, step in events:
+        running += step
+        most = max(most, running)
+    return most
+
+
+class SlotSampler:
+    """Samples, every 20 ms in a thread, how many of the queue's running tasks hold a
+    slot of its ``max_running`` (whether the limit is used, seen from the database)."""
+
+    def __init__(self, url: str) -> None:
+        self.url, self.samples = url, [0]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="slot-sampler")
+
+    def _run(self) -> None:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            while not self._stop.wait(0.02):
+                self.samples.append(int(common.scalar(
+                    conn, "SELECT count(*) FROM shardq.tasks WHERE queue = %s "
+                          "AND status = 'locked' AND slot IS NOT NULL", (QUEUE,))))
+
+    def __enter__(self) -> SlotSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def busy(self) -> list[int]:
+        """The samples from the first to the last with a slot held."""
+        held = [i for i, n in enumerate(self.samples) if n]
+        return self.samples[held[0]:held[-1] + 1] if held else []
+
+
+def binding(dbs: common.Databases, sizes: Sizes, records: list[Record]) -> None:
+    """Measurement 2: a binding max_running under more handler slots than it allows."""
+    url = _database(dbs, {"max_running": BINDING["max_running"]})
+    _enqueue(url, {"s": BINDING["task_s"], "rec": True}, sizes.binding_tasks)
+    with SlotSampler(url) as sampler:
+        out = _drain(url, sizes.binding_tasks, {"processes": BINDING["processes"],
+                                                "concurrency": BINDING["concurrency"]})
+    spans = _starts(url)
+    if not spans:
+        raise harness.RunnerError(f"no handler started: {out}")
+    first, last = spans[0][0], spans[-1][0]
+    # Steady state: leave out each end's second (processes waking, the last tasks).
+    inner = [a for a, _ in spans if first + 1.0 <= a < last - 1.0]
+    steady = len(inner) / (last - first - 2.0) if last - first > 4.0 else float("nan")
+    busy = sampler.busy()
+    # Slot time per task: how long a task held its slot, claim to acknowledgement, on
+    # average (Little's law over the drain); the handler's own part of it.
+    held = sum(busy) / len(busy) if busy else float("nan")
+    handler_s = sum(b - a for a, b in spans) / len(spans)
+    records.append({"scenario": SCENARIO, "kind": "binding", **out, "steady_rate": steady,
+                    "max_running_seen": max_overlap(spans), "slots_held_mean": held,
+                    "slots_held_max": max(busy, default=0),
+                    "slot_s_per_task": held / out["rate"] if out["rate"] else float("nan"),
+                    "handler_s_per_task": handler_s})
+    harness.log(f"flow binding: {out['rate']:.1f} tasks/s (steady {steady:.1f}), at most "
+                f"{max_overlap(spans)} running; slots held {held:.2f} on average, "
+                f"handler {handler_s * 1000:.0f} ms of {held / out['rate'] * 1000:.0f} ms "
+                "slot time per task")
+    dbs.close()
+
+
+def per_second(starts: list[float]) -> list[int]:
+    """Starts in each whole second from the first start on (the last, partial one left
+    out)."""
+    if not starts:
+        return []
+    whole = int(starts[-1] - starts[0])
+    counts = [0] * whole
+    for t in starts:
+        second = int(t - starts[0])
+        if second < whole:
+            counts[second] += 1
+    return counts
+
+
+def rate(dbs: common.Databases, sizes: Sizes, records: list[Record]) -> None:
+    """Measurement 3: a queue rate over ``sizes.rate_s`` whole seconds, the backlog
+    ample throughout (a draining queue's last buckets would run dry unevenly)."""
+    url = _database(dbs, {"rate": RATE})
+    with shardq.Client(url, pool_max_size=1) as client:
+        client.pause(QUEUE, create=True)
+    _enqueue(url, {"rec": True}, RATE.count * (sizes.rate_s + 10))
+    with _workers(url, {**WORKER, "handler": HANDLER}):
+        time.sleep(sizes.rate_s + 2.0)
+    counts = per_second([a for a, _ in _starts(url)])[:sizes.rate_s]
+    with psycopg.connect(url, autocommit=True) as conn:
+        ends = [float(r[0]) for r in conn.execute(
+            "SELECT lease_end FROM bench_flow_starts ORDER BY lease_end").fetchall()]
+    claims = per_second(ends)[:sizes.rate_s]
+    records.append({"scenario": SCENARIO, "kind": "rate", "per_second": counts,
+                    "claims_per_second": claims})
+    harness.log(f"flow rate: handler starts per second {counts}; claims {claims}")
+    dbs.close()
+
+
+@contextmanager
+def _workers(url: str, spec: dict[str, Any]) -> Iterator[None]:
+    """``shardq consume`` as the suite starts it, the paused queue resumed once every
+    worker process consumes; stopped when the block ends."""
+    daemon, consuming = sys_shardq.start_cli(url, spec)
+    try:
+        if not consuming.wait(120):
+            raise harness.RunnerError("the workers never started consuming")
+        with shardq.Client(url, pool_max_size=1) as client:
+            client.resume(QUEUE)
+        yield
+    finally:
+        sys_shardq.stop_cli(daemon)
+
+
+def fairness(dbs: common.Databases, sizes: Sizes, records: list[Record]) -> None:
+    """Measurement 4: B's 100 tasks arrive while A's backlog drains."""
+    url = _database(dbs, {})
+    with shardq.Client(url, pool_max_size=1) as client:
+        client.pause(QUEUE, create=True)
+    _enqueue(url, {"g": "A"}, sizes.group_a, group="A")
+    with (_workers(url, {**WORKER, "handler": HANDLER}),
+          shardq.Client(url, pool_max_size=1) as client,
+          psycopg.connect(url, autocommit=True) as conn):
+        def left_a() -> int:
+            return int(common.scalar(conn, "SELECT count(*) FROM shardq.tasks "
+                                           "WHERE queue = %s AND task_group = 'A'", (QUEUE,)))
+
+        time.sleep(sizes.warm_s)
+        a_at_b = left_a()
+        sent = time.time()
+        client.enqueue_many(QUEUE, [{"g": "B", "rec": True}] * sizes.group_b, group="B")
+        committed = time.time()
+        deadline = time.monotonic() + 120
+        while len(b := _starts(url, "B")) < sizes.group_b and time.monotonic() < deadline:
+            time.sleep(0.05)
+        a_after = left_a()
+    if len(b) < sizes.group_b:
+        raise harness.RunnerError(f"only {len(b)} of B's {sizes.group_b} tasks started")
+    records.append({"scenario": SCENARIO, "kind": "fairness", "group_a": sizes.group_a,
+                    "group_b": sizes.group_b, "a_waiting_at_b": a_at_b,
+                    "a_waiting_after": a_after, "enqueue_b_s": committed - sent,
+                    "b_first_s": b[0][0] - sent, "b_last_s": b[-1][0] - sent})
+    harness.log(f"flow fairness: B's last start {b[-1][0] - sent:.2f} s after its enqueue; "
+                f"A waiting {a_at_b:,} then {a_after:,}")
+    dbs.close()
+
+
+def measure(sizes: Sizes, reps: int, dsn: str | None, records: list[Record],
+            kinds: tuple[str, ...] = KINDS) -> list[str]:
+    """Run the measurements of ``kinds`` on one fresh server; its description lines."""
+    with harness.fresh_server(dsn) as (admin, description, dbs):
+        machine = common.machine_lines(admin, description)
+        steps = {"overhead": lambda: overhead(dbs, sizes, reps, records),
+                 "binding": lambda: binding(dbs, sizes, records),
+                 "rate": lambda: rate(dbs, sizes, records),
+                 "fairness": lambda: fairness(dbs, sizes, records)}
+        first = len(records)
+        for kind in kinds:
+            steps[kind]()
+        for record in records[first:]:  # the server line, for the suite's report
+            record["server"] = machine[-1].removeprefix("- ")
+    return machine
+
+
+def run(settings: Settings, dsn: str | None, records: list[Record]) -> None:
+    """The suite's ``flow`` scenario (``--quick``: :data:`QUICK` sizes)."""
+    measure(QUICK if settings.quick else Sizes(), settings.reps, dsn, records)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.flow``: run, print and write the report."""
+    from bench import flow_report
+
+    p = argparse.ArgumentParser(prog="python -m bench.flow", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="small sizes (harness check)")
+    p.add_argument("--only", default=",".join(KINDS), help="comma-separated subset of "
+                   + ",".join(KINDS))
+    p.add_argument("--reps", type=int, default=None, help="overhead repetitions (5; quick 1)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="report file (default bench/results/flow.md, -quick with --quick)")
+    p.add_argument("--records", type=Path, default=None,
+                   help="also write the runs' records here (JSON: the suite's results.json "
+                        "takes them, then `python -m bench --report-only`)")
+    common.add_server_argument(p)
+    args = p.parse_args(argv)
+    kinds = tuple(k.strip() for k in args.only.split(",") if k.strip())
+    if not kinds or set(kinds) - set(KINDS):
+        p.error(f"--only takes {', '.join(KINDS)}")
+    reps = args.reps or (1 if args.quick else 5)
+    records: list[Record] = []
+    began = time.monotonic()
+    machine = measure(QUICK if args.quick else Sizes(), reps, args.dsn, records, kinds)
+    text = flow_report.document(records, machine, args.quick, time.monotonic() - began)
+    print(text)
+    out = args.out or common.RESULTS_DIR / ("flow-quick.md" if args.quick else "flow.md")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text + "\n", encoding="utf-8")
+    if args.records:
+        args.records.write_text(json.dumps(records, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,45 @@
+"""The flow-control benchmark (bench/flow.py) end to end in its quick mode: real worker
+processes on the test server, the report and the suite's section; nothing about speed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("psutil")
+
+from bench import flow, flow_report
+from bench.suite import report
+from bench.suite.settings import quick_settings
+
+
+def test_the_standalone_entry_writes_its_report(server_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "flow.md"
+    assert flow.main(["--quick", "--only", "rate", "--dsn", server_url, "--out", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert "**3. Rate `Rate(50, 1)`**" in text
+    assert "`python -m bench.flow --only rate --quick`" in text
+    assert "**1. Overhead.**" not in text
+    goals = text.split("Goals (issue 27):")[1]
+    assert goals.count(" met |") + goals.count(" MISSED |") == 1
+
+
+def test_the_other_measurements_record_every_arm_and_the_limit_held(server_url: str) -> None:
+    records: list[dict[str, object]] = []
+    flow.measure(flow.QUICK, 1, server_url, records, ("overhead", "binding", "fairness"))
+    overhead = [r for r in records if r["kind"] == "overhead"]
+    assert sorted(str(r["arm"]) for r in overhead) == sorted(flow.ARMS)
+    assert {r["tasks"] for r in overhead} == {flow.QUICK.drain}
+    (binding,) = [r for r in records if r["kind"] == "binding"]
+    assert binding["tasks"] == flow.QUICK.binding_tasks
+    # 48 handler slots, and neither the handlers nor the database ever saw more than 8.
+    assert 1 <= int(str(binding["max_running_seen"])) <= flow.BINDING["max_running"]
+    assert 1 <= int(str(binding["slots_held_max"])) <= flow.BINDING["max_running"]
+    (fair,) = [r for r in records if r["kind"] == "fairness"]
+    assert fair["group_b"] == 100
+    section = "\n".join(report.render(records, quick_settings(), [], "python -m bench --quick",
+                                      [], 1.0).splitlines())
+    assert "## 10. Flow control (issue 27)" in section
+    assert "drain with limits that never bind" in section
+    assert flow_report.section([], quick_settings()) == []
