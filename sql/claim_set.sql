@@ -1,6 +1,7 @@
 -- What a claim writes: the lease (exec_time is its expiry while 'locked'), a new
 -- lease token (one per claim, made by the client), the attempt and the claim
--- history.  `clock.now` is the statement's now.
+-- history, and the worker it is claimed for (NULL for a claim outside a worker that
+-- gives no identity).  `clock.now` is the statement's now.
 status = 'locked',
     exec_time = clock.now + %(lease_s)s::float8 * interval '1 second',
     attempts = t.attempts + 1,
@@ -8,4 +9,5 @@ status = 'locked',
     lease_token = %(token)s::uuid,
     first_claimed_at = coalesce(t.first_claimed_at, clock.now),
     last_claimed_at = clock.now,
-    times_claimed = t.times_claimed + 1
+    times_claimed = t.times_claimed + 1,
+    worker_id = %(worker_id)s::uuid

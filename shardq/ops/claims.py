@@ -12,6 +12,7 @@ from psycopg.errors import UniqueViolation
 from psycopg.rows import RowFactory, RowMaker
 
 from shardq.core import validate
+from shardq.core.errors import InvalidTask
 from shardq.core.plan import Fetch, Plan, Steps
 from shardq.core.statements import Statements
 from shardq.core.task import Task
@@ -39,19 +40,22 @@ def task_rows(queue: str, token: UUID) -> RowFactory[Task]:
 
 
 def claim_bucket(st: Statements, queue: str, bucket: int, *, limit: int,
-                 lease_s: float | None) -> Plan[list[Task]]:
-    """Claim up to ``limit`` eligible tasks of ``queue`` from one bucket (one statement)."""
+                 lease_s: float | None, worker_id: UUID | None = None) -> Plan[list[Task]]:
+    """Claim up to ``limit`` eligible tasks of ``queue`` from one bucket (one statement),
+    for the worker ``worker_id`` (recorded on the rows and in their attempts' history)."""
     validate.queue_name(queue)
     validate.claim(bucket, st.bucket_count, limit, lease_s)
-    return Plan(_claimer(st, queue, bucket, limit, lease_s))
+    return Plan(_claimer(st, queue, bucket, limit, lease_s, worker(worker_id)))
 
 
 def claim(st: Statements, queue: str, start: int, *, limit: int,
-          lease_s: float | None) -> Plan[list[Task]]:
+          lease_s: float | None, worker_id: UUID | None = None) -> Plan[list[Task]]:
     """Claim up to ``limit`` eligible tasks of ``queue`` from the first bucket, from
-    ``start`` round, that has any (one statement per bucket visited)."""
+    ``start`` round, that has any (one statement per bucket visited), for the worker
+    ``worker_id``."""
     validate.queue_name(queue)
     validate.claim(None, st.bucket_count, limit, lease_s)
+    holder = worker(worker_id)
     n = st.bucket_count
     # Each bucket's claim is made when first visited (most calls visit one), and kept:
     # a retry visits it again under the same lease token.
@@ -60,7 +64,7 @@ def claim(st: Statements, queue: str, start: int, *, limit: int,
     def steps() -> Steps[list[Task]]:
         for bucket in ((start + step) % n for step in range(n)):
             if bucket not in made:
-                made[bucket] = _claimer(st, queue, bucket, limit, lease_s)
+                made[bucket] = _claimer(st, queue, bucket, limit, lease_s, holder)
             tasks = yield from made[bucket]()
             if tasks:
                 return tasks
@@ -69,14 +73,27 @@ def claim(st: Statements, queue: str, start: int, *, limit: int,
     return Plan(steps)
 
 
+def worker(worker_id: object) -> UUID | None:
+    """A claim's worker identity: None (a claim outside a worker), or a uuid (or its text)."""
+    if worker_id is None or isinstance(worker_id, UUID):
+        return worker_id
+    if isinstance(worker_id, str):
+        try:
+            return UUID(worker_id)
+        except ValueError:
+            pass
+    raise InvalidTask(f"worker_id must be a uuid, got {worker_id!r:.80}")
+
+
 def _claimer(st: Statements, queue: str, bucket: int, limit: int,
-             lease_s: float | None) -> Callable[[], Steps[list[Task]]]:
+             lease_s: float | None, worker_id: UUID | None) -> Callable[[], Steps[list[Task]]]:
     """The steps of one bucket's claim, run afresh on each attempt."""
     lease = lease_s if lease_s is not None else st.config.lease_s
     # One lease token for the whole claim, made here: a claim whose reply was lost
     # after the server committed finds what it took by it (claim_recover).
     token = uuid4()
-    params = st.params(queue=queue, bucket=bucket, lease_s=lease, token=token)
+    params = st.params(queue=queue, bucket=bucket, lease_s=lease, token=token,
+                       worker_id=worker_id)
     rows = task_rows(queue, token)
     take = Fetch(st.query("claim", limit), params, rows)
     recover = Fetch(st.query("claim_recover"), params, rows)

@@ -31,6 +31,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from uuid import UUID
 
 from shardq.client import Client
 from shardq.core.loop import Loop
@@ -146,13 +147,14 @@ class Claimer(Loop[int]):
                  batch: int, lease_s: Callable[[str], float], metrics: Metrics,
                  demand: Callable[[], int], max_wait_s: float,
                  give_back: Callable[[list[Context]], None],
-                 lag: Callable[[], int] = lambda: 0) -> None:
+                 lag: Callable[[], int] = lambda: 0, worker_id: UUID | None = None) -> None:
         super().__init__(name, schedule.poll_max_s)
         self.client, self.schedule, self.buffer, self.keeper = client, schedule, buffer, keeper
         self.capacity, self.lag = capacity, lag
         self.demand = demand
         self.max_wait_s, self.give_back = max_wait_s, give_back
         self.batch, self.lease_s, self.metrics = batch, lease_s, metrics
+        self.worker_id = worker_id
         self._reset_lock = threading.Lock()
         self._wait_s = 0.0
         self._claiming = False
@@ -198,7 +200,8 @@ class Claimer(Loop[int]):
         self._claiming = True
         sent = self.keeper.monotonic()  # the leases begin no earlier than this
         try:
-            tasks = self.client.claim_bucket(queue, bucket, limit=limit, lease_s=lease_s)
+            tasks = self.client.claim_bucket(queue, bucket, limit=limit, lease_s=lease_s,
+                                             worker_id=self.worker_id)
         finally:
             self._claiming = False
         with self._reset_lock:
