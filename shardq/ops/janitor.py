@@ -94,8 +94,6 @@ def janitor_pass(st: Statements, *, prune: bool = True) -> JanitorReport:
     report = JanitorReport()
     if prune:
         history.fold(st)
-        report = JanitorReport(expired_attempts=attempts.purge(st),
-                               stale_workers=workers.prune(st))
     for bucket in range(st.bucket_count):
         report += _drain(st, "janitor_promote", bucket, _promoted)
         report += _drain(st, "janitor_rescue", bucket, _rescued)
@@ -103,7 +101,13 @@ def janitor_pass(st: Statements, *, prune: bool = True) -> JanitorReport:
             report += _drain(st, "janitor_rescue_keyed", bucket, _rescued)
         if st.config.dead_retention_s is not None:
             report += _drain(st, "janitor_purge_dead", bucket, _purged)
-    return report + _drain(st, "janitor_results", None, _expired)
+    report += _drain(st, "janitor_results", None, _expired)
+    if prune:
+        # Workers are forgotten last: the rescues above still copied the names of the
+        # dead ones into the attempts they ended.
+        report += JanitorReport(expired_attempts=attempts.purge(st),
+                                stale_workers=workers.prune(st))
+    return report
 
 
 class HasStatements(Protocol):
