@@ -95,7 +95,8 @@ def test_a_claim_outside_a_worker_records_no_worker(timed: Client, clock: Manual
     assert (attempt.outcome, attempt.error, attempt.worker_id, attempt.worker) == (
         "dead", "no more", None, None)
     info = timed.get(task_id)
-    assert info is not None and info.state == "dead"
+    assert info is not None
+    assert info.state == "dead"
     assert summary(info.history) == summary([attempt])
 
 
@@ -198,7 +199,8 @@ def test_a_worker_registers_refreshes_and_leaves(dsn: str, client: Client) -> No
     @app.task(queue="reg")
     def job() -> None:
         info = client.get(shardq.current().task.id)
-        assert info is not None and info.worker_id is not None
+        assert info is not None
+        assert info.worker_id is not None
         seen.append(info.worker_id)
 
     worker = Worker(app, shardq.ClientConfig(dsn=dsn, worker_stale_s=1),
@@ -270,7 +272,9 @@ def test_task_show_and_workers_commands(dsn: str, timed: Client, clock: ManualCl
     env = {"SHARDQ_DSN": dsn}
     shown = shardq_cli("task", "show", str(task_id), env=env).stdout
     assert "attempts:" in shown
-    assert "failed" in shown and "first failure" in shown and "running" in shown
+    assert "failed" in shown
+    assert "first failure" in shown
+    assert "running" in shown
     assert "cli-worker (host-1, pid 4321)" in shown
     listed = shardq_cli("workers", "--json", env=env).stdout.splitlines()
     assert [json.loads(line)["name"] for line in listed] == ["cli-worker"]
@@ -278,7 +282,8 @@ def test_task_show_and_workers_commands(dsn: str, timed: Client, clock: ManualCl
     # A finished task's attempts are still shown, after the line that says it is gone.
     timed.ack(held)
     finished = shardq_cli("task", "show", str(task_id), env=env)
-    assert "no task" in finished.stderr and "acked" in finished.stdout
+    assert "no task" in finished.stderr
+    assert "acked" in finished.stdout
     assert shardq_cli("task", "show", str(uuid.uuid4()), env=env, check=False).returncode == 1
 
 
@@ -293,8 +298,10 @@ def test_the_dashboard_shows_attempts_and_workers(timed: Client, clock: ManualCl
     with serving(create_app(timed, token=TOKEN)) as site:
         page = call(f"{site}/tasks/{task_id}")  # finished: its attempts are still shown
         assert page.status == 200
-        assert 'id="attempts"' in page.text and "web-worker" in page.text
-        assert "&lt;b&gt;boom&lt;/b&gt;" in page.text and "acked" in page.text
+        assert 'id="attempts"' in page.text
+        assert "web-worker" in page.text
+        assert "&lt;b&gt;boom&lt;/b&gt;" in page.text
+        assert "acked" in page.text
         api = call(f"{site}/api/tasks/{task_id}/attempts").json()["attempts"]
         assert [(a["outcome"], a["worker_name"]) for a in api] == [
             ("failed", "web-worker"), ("acked", "web-worker")]
@@ -302,7 +309,8 @@ def test_the_dashboard_shows_attempts_and_workers(timed: Client, clock: ManualCl
         timed.enqueue("q", {})
         take(timed, worker)
         workers_page = call(f"{site}/workers")
-        assert workers_page.status == 200 and "web-worker" in workers_page.text
+        assert workers_page.status == 200
+        assert "web-worker" in workers_page.text
         [listed] = call(f"{site}/api/workers").json()["workers"]
         assert (listed["name"], listed["alive"], listed["holding"]) == ("web-worker", True, 1)
 
