@@ -202,7 +202,7 @@ class Operations:
         """
         validate.claim(None, self.bucket_count, limit, lease_s)  # once, before any bucket
         return claims.claim(self.statements, queue, self._next_bucket(), limit=limit,
-                            lease_s=lease_s, worker_id=claims.worker(worker_id))
+                            lease_s=lease_s, worker_id=validate.worker_id(worker_id))
 
     @operation
     def claim_bucket(self, queue: str, bucket: int, *, limit: int = 10,
@@ -211,7 +211,7 @@ class Operations:
         """Claim up to ``limit`` eligible tasks of ``queue`` from one bucket (one
         statement); ``worker_id`` as for :meth:`claim`."""
         return claims.claim_bucket(self.statements, queue, bucket, limit=limit,
-                                   lease_s=lease_s, worker_id=claims.worker(worker_id))
+                                   lease_s=lease_s, worker_id=validate.worker_id(worker_id))
 
     # -- settling claimed tasks ------------------------------------------------
 

@@ -342,3 +342,13 @@ def test_the_history_reads_are_index_probes(connect: psycopg.Connection[Any],
              and n["Node Type"] != "Tid Scan"]
     assert [n["Index Name"] for n in scans] == ["attempts_ended"]
     assert scans[0]["Actual Rows"] == 100
+
+
+def test_a_worker_id_must_be_a_uuid(timed: Client) -> None:
+    timed.enqueue("q", {})
+    with pytest.raises(shardq.InvalidTask, match="not a worker id"):
+        timed.claim("q", worker_id="worker-7")
+    [task] = timed.claim("q", worker_id=str(uuid.UUID(int=7)))
+    info = timed.get(task.id)
+    assert info is not None
+    assert info.worker_id == uuid.UUID(int=7)

@@ -12,7 +12,6 @@ from psycopg.errors import UniqueViolation
 from psycopg.rows import RowFactory, RowMaker
 
 from shardq.core import validate
-from shardq.core.errors import InvalidTask
 from shardq.core.plan import Fetch, Plan, Steps
 from shardq.core.statements import Statements
 from shardq.core.task import Task
@@ -45,7 +44,7 @@ def claim_bucket(st: Statements, queue: str, bucket: int, *, limit: int,
     for the worker ``worker_id`` (recorded on the rows and in their attempts' history)."""
     validate.queue_name(queue)
     validate.claim(bucket, st.bucket_count, limit, lease_s)
-    return Plan(_claimer(st, queue, bucket, limit, lease_s, worker(worker_id)))
+    return Plan(_claimer(st, queue, bucket, limit, lease_s, validate.worker_id(worker_id)))
 
 
 def claim(st: Statements, queue: str, start: int, *, limit: int,
@@ -55,7 +54,7 @@ def claim(st: Statements, queue: str, start: int, *, limit: int,
     ``worker_id``."""
     validate.queue_name(queue)
     validate.claim(None, st.bucket_count, limit, lease_s)
-    holder = worker(worker_id)
+    holder = validate.worker_id(worker_id)
     n = st.bucket_count
     # Each bucket's claim is made when first visited (most calls visit one), and kept:
     # a retry visits it again under the same lease token.
@@ -71,18 +70,6 @@ def claim(st: Statements, queue: str, start: int, *, limit: int,
         return []
 
     return Plan(steps)
-
-
-def worker(worker_id: object) -> UUID | None:
-    """A claim's worker identity: None (a claim outside a worker), or a uuid (or its text)."""
-    if worker_id is None or isinstance(worker_id, UUID):
-        return worker_id
-    if isinstance(worker_id, str):
-        try:
-            return UUID(worker_id)
-        except ValueError:
-            pass
-    raise InvalidTask(f"worker_id must be a uuid, got {worker_id!r:.80}")
 
 
 def _claimer(st: Statements, queue: str, bucket: int, limit: int,
