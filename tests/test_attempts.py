@@ -352,3 +352,13 @@ def test_a_worker_id_must_be_a_uuid(timed: Client) -> None:
     info = timed.get(task.id)
     assert info is not None
     assert info.worker_id == uuid.UUID(int=7)
+
+
+def test_each_process_of_a_named_worker_gets_a_name_of_its_own() -> None:
+    from shardq.worker.config import WorkerConfig
+    from shardq.worker.processes import child_config
+
+    named = WorkerConfig(processes=3, worker_name="emails")
+    assert [child_config(named, i).worker_name for i in range(3)] == [
+        "emails-0", "emails-1", "emails-2"]
+    assert child_config(WorkerConfig(processes=2), 1).worker_name is None  # host:pid
