@@ -29,7 +29,7 @@ from typing import Any
 
 import psycopg
 
-from bench import common
+from bench import common, history_statements
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOAD = Path(__file__).resolve().parent / "history_workload.py"
@@ -89,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tasks", type=int, default=20_000)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=200,
+                   help="interleaved claim+ack rounds of the statements' comparison")
     p.add_argument("--out", default="history_cost.md")
     common.add_server_argument(p)
     args = p.parse_args(argv)
@@ -109,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                     runs.append([rep + 1, mode, name, f"{got['drain_per_s']:,.0f}",
                                  f"{got['wal_per_task']:,.0f}"])
                     print(*runs[-1], flush=True)
+        statements = history_statements.measure(dbs, args.base, args.rounds)
         machine = common.machine_lines(admin, described)
     rows = [summary_row(mode, results[(mode, "this")], results[(mode, "base")])
             for mode in MODES]
@@ -129,6 +132,15 @@ def main(argv: list[str] | None = None) -> int:
         common.markdown_table(["workload", "drain/s this", "drain/s base",
                                "drain ratio (median of reps)", "WAL B/task this",
                                "WAL B/task base", "WAL difference (median of reps)"], rows),
+        "", "## The hot path's statements", "",
+        f"The claim (with the worker's id) and the ack of {history_statements.CLAIM} tasks "
+        f"that succeed at once, as shipped and as at {args.base}, interleaved over "
+        f"{args.rounds} rounds on one connection (`bench/history_statements.py`): median "
+        "ms per statement.", "",
+        common.markdown_table(
+            ["statement", "this ms", "base ms", "ratio"],
+            [[k, f"{statements['this'][k]:.3f}", f"{statements['base'][k]:.3f}",
+              f"{statements['this'][k] / statements['base'][k]:.3f}"] for k in ("claim", "ack")]),
         "", "## Runs", "",
         common.markdown_table(["rep", "workload", "tree", "drain/s", "WAL B/task"], runs), ""])
     path = common.write_result(args.out, text)
