@@ -35,6 +35,9 @@ class Task:
     suspect: bool = False
     """The task's last lease expired without a result: it may have killed the worker
     that held it, so a worker runs it alone (see :mod:`shardq.worker.isolation`)."""
+    trace_context: str | None = None
+    """The W3C ``traceparent`` of the span that enqueued the task, when it was enqueued
+    under a tracer (see :mod:`shardq.contrib.opentelemetry`); else None."""
 
     @property
     def lease_expires_at(self) -> datetime:

@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable
 
 from shardq.client import Client
+from shardq.core import tracing
 from shardq.core.loop import Loop
 from shardq.handler import Context
 from shardq.worker.buffer import Buffer
@@ -196,6 +197,8 @@ class Claimer(Loop[int]):
         limit = claim_size(room, self.batch)
         lease_s = self.lease_s(queue)
         self._claiming = True
+        tracer = tracing.tracer
+        began = time.time_ns() if tracer is not None else 0
         sent = self.keeper.monotonic()  # the leases begin no earlier than this
         try:
             tasks = self.client.claim_bucket(queue, bucket, limit=limit, lease_s=lease_s)
@@ -207,6 +210,8 @@ class Claimer(Loop[int]):
             self.metrics.claimed.labels(queue).inc(len(tasks))
             self.metrics.batch_fill.observe(len(tasks) / limit)
             self.buffer.put_many(self.keeper.hold(tasks, lease_s, sent))
+            if tracer is not None:  # an empty claim (a poll) makes no span
+                tracer.received(queue, tasks, began)
         self._wait_s = 0.0
         return len(tasks)
 
