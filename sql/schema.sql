@@ -70,6 +70,7 @@ CREATE TABLE shardq.tasks (
     times_claimed integer DEFAULT 0 NOT NULL,
     times_requeued integer DEFAULT 0 NOT NULL,
     last_requeued_at timestamp with time zone,
+    trace_context text,
     CONSTRAINT tasks_attempts_check CHECK (((attempts >= 0) AND (max_attempts >= 1))),
     CONSTRAINT tasks_head_start_check CHECK ((pending_head_start_s >= 0)),
     CONSTRAINT tasks_key_check CHECK (((key IS NULL) OR ((length(key) >= 1) AND (length(key) <= 512)))),

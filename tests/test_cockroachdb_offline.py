@@ -210,6 +210,7 @@ RERUNNABLE = re.compile(
     r"|DROP (SCHEMA|TABLE|INDEX) IF EXISTS"
     r"|ALTER TABLE \S+ CONFIGURE ZONE (USING|DISCARD)"
     r"|ALTER TABLE \S+ SET \((autovacuum|vacuum)_\w+"  # storage parameters: set again alike
+    r"|ALTER TABLE \S+ (ADD COLUMN IF NOT EXISTS|DROP COLUMN IF EXISTS)"
     # dropped, if there, and added again in one statement
     r"|ALTER TABLE \S+ DROP CONSTRAINT IF EXISTS (?P<c>\w+), ADD CONSTRAINT (?P=c) )\b"
 )

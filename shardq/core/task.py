@@ -75,6 +75,8 @@ class TaskInfo:
     last_requeued_at: datetime | None
     state: str
     """available, scheduled (available but not yet due), locked or dead."""
+    trace_context: str | None = None
+    """The W3C ``traceparent`` of the span that enqueued the task, if it was traced."""
 
 
 @dataclass(frozen=True)
