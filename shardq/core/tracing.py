@@ -51,17 +51,19 @@ class Tracer(ABC):
         at ``began_ns`` (``time.time_ns()``) and ended now."""
 
     @abstractmethod
-    def process(self, task: Task) -> AbstractContextManager[object]:
-        """The span of one run of ``task``'s handler, current while the handler runs."""
+    def process(self, task: Task) -> AbstractContextManager[object] | None:
+        """The span of one run of ``task``'s handler, current while the handler runs;
+        None when there is none to make."""
 
     @abstractmethod
     def failed(self, error: BaseException) -> None:
         """The handler whose span is current failed with ``error``."""
 
     @abstractmethod
-    def settle(self, operation: str, tasks: Sequence[Task]) -> AbstractContextManager[object]:
+    def settle(self, operation: str,
+               tasks: Sequence[Task]) -> AbstractContextManager[object] | None:
         """The span of a worker's settle statement (``operation``: ack or nack) of
-        ``tasks``; an error raised in it is recorded on it."""
+        ``tasks``, an error raised in it recorded on it; None when there is none to make."""
 
     @abstractmethod
     def trace_id(self) -> str | None:

@@ -129,10 +129,12 @@ class Completer(Loop[int]):
         lost."""
         try:
             tracer = tracing.tracer
-            if tracer is None:
+            span = None if tracer is None else tracer.settle(operation,
+                                                             [o.task for o in outcomes])
+            if span is None:
                 write(outcomes)
             else:
-                with tracer.settle(operation, [o.task for o in outcomes]):
+                with span:
                     write(outcomes)
         except LeaseLost as lost:
             for o in outcomes:

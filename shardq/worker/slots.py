@@ -143,9 +143,10 @@ class Slots:
         self._now[me] = (context, time.perf_counter())
         try:
             tracer = tracing.tracer
-            if tracer is None:
+            span = None if tracer is None else tracer.process(context.task)
+            if span is None:
                 return self._run(me, context)
-            with tracer.process(context.task):  # current while the handler runs
+            with span:  # current while the handler runs
                 return self._run(me, context)
         finally:
             self._now[me] = None

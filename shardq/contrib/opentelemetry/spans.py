@@ -23,6 +23,7 @@ enqueue spans of their tasks.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
@@ -45,6 +46,7 @@ BATCH_COUNT = "messaging.batch.message_count"
 ATTEMPT = "messaging.shardq.message.attempt"
 KEY = "messaging.shardq.message.key"
 TRACEPARENT = "traceparent"
+REFRESH_S = 1.0  # how often a claim asks whether the global provider records, at most
 _propagator = TraceContextTextMapPropagator()
 
 
@@ -129,10 +131,35 @@ class _Current:
 
 
 class OpenTelemetryTracer(tracing.Tracer):
-    """Makes shardq's spans with an OpenTelemetry ``Tracer``."""
+    """Makes shardq's spans with an OpenTelemetry ``Tracer`` from ``provider`` (None: the
+    global provider).
+
+    With no tracer provider configured, OpenTelemetry's API makes spans that record
+    nothing, yet each costs a few microseconds: a worker's claims ask whether the
+    provider records (:meth:`refresh`), and while it does not, handler runs make no
+    span (unless the task carries a trace context, which the run then carries on, for
+    the handler's own calls) and settles none either.
+    """
 
     def __init__(self, tracer: trace.Tracer, provider: trace.TracerProvider | None) -> None:
         self.tracer, self.provider = tracer, provider
+        self.recording = False
+        self._final = False  # whether `recording` can change no more
+        self._next_s = 0.0
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Find out whether spans record.  The global provider is the API's stand-in until
+        an SDK's provider is set, which can be done once only: after that (or with a
+        provider of our own) the answer is final.  Until then, asking costs a look at the
+        environment, done once a second at most."""
+        if self._final or time.monotonic() < self._next_s:
+            return
+        self._next_s = time.monotonic() + REFRESH_S
+        provider = self.provider or trace.get_tracer_provider()
+        self._final = not isinstance(provider, trace.ProxyTracerProvider)
+        self.recording = not isinstance(provider, trace.ProxyTracerProvider
+                                        | trace.NoOpTracerProvider)
 
     def publish(self, queue: str, count: int, task_id: UUID | None) -> tracing.Publishing:
         """Begin an enqueue span (a producer span in the current context)."""
@@ -144,13 +171,18 @@ class OpenTelemetryTracer(tracing.Tracer):
 
     def received(self, queue: str, tasks: Sequence[Task], began_ns: int) -> None:
         """Record a claim that took ``tasks``, from ``began_ns`` to now."""
+        self.refresh()
+        if not self.recording:
+            return
         attributes = _attributes("claim", "receive", queue, tasks)
         self.tracer.start_span(_name(attributes), kind=SpanKind.CONSUMER, attributes=attributes,
                                links=_links(tasks), start_time=began_ns).end()
 
-    def process(self, task: Task) -> _Current:
+    def process(self, task: Task) -> _Current | None:
         """A handler run's span: the enqueue span's child on the first attempt, else a
         new trace's root linked to it (see the module's docstring)."""
+        if not self.recording and task.trace_context is None:
+            return None
         attributes = _attributes("process", "process", task.queue, [task])
         attributes[ATTEMPT] = task.attempts
         if task.key is not None:
@@ -167,8 +199,10 @@ class OpenTelemetryTracer(tracing.Tracer):
         """Record a handler's failure on its span (the current one)."""
         _fail(trace.get_current_span(), error)
 
-    def settle(self, operation: str, tasks: Sequence[Task]) -> _Current:
+    def settle(self, operation: str, tasks: Sequence[Task]) -> _Current | None:
         """The span of an ack or nack statement of ``tasks``."""
+        if not self.recording:
+            return None
         attributes = _attributes(operation, "settle", {t.queue for t in tasks}, tasks)
         return _Current(self.tracer.start_span(_name(attributes), context.Context(),
                                                SpanKind.CLIENT, attributes, _links(tasks)))
