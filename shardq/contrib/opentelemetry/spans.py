@@ -23,6 +23,7 @@ enqueue spans of their tasks.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from types import TracebackType
@@ -46,16 +47,23 @@ BATCH_COUNT = "messaging.batch.message_count"
 ATTEMPT = "messaging.shardq.message.attempt"
 KEY = "messaging.shardq.message.key"
 TRACEPARENT = "traceparent"
+PARSED_CONTEXTS = 4096  # trace contexts kept parsed (each a few hundred bytes)
 REFRESH_S = 1.0  # how often a claim asks whether the global provider records, at most
 _propagator = TraceContextTextMapPropagator()
 
 
 def creation(task: Task) -> trace.SpanContext | None:
     """The context of the span that enqueued ``task``, if it was stored with it."""
-    if task.trace_context is None:
-        return None
+    return None if task.trace_context is None else _parsed(task.trace_context)
+
+
+@functools.lru_cache(maxsize=PARSED_CONTEXTS)
+def _parsed(traceparent: str) -> trace.SpanContext | None:
+    """A stored ``traceparent`` as a span context (None if it is not a valid one).  The
+    tasks of a batch share theirs, and a worker reads each up to three times (claim,
+    run, settle): parsing is a regular expression and a few objects, so it is cached."""
     found = trace.get_current_span(
-        _propagator.extract({TRACEPARENT: task.trace_context})).get_span_context()
+        _propagator.extract({TRACEPARENT: traceparent})).get_span_context()
     return found if found.is_valid else None
 
 
