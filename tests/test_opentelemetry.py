@@ -228,6 +228,34 @@ def test_uninstrument_stops_the_spans(dsn: str, client: shardq.Client,
                for r in failures)
 
 
+def test_with_no_tracer_provider_nothing_is_traced_or_stored(
+        dsn: str, client: shardq.Client, caplog: pytest.LogCaptureFixture) -> None:
+    """Instrumented with OpenTelemetry's API alone (no SDK provider is ever set in the
+    test process), tasks run as usual: no trace context is stored, no log line names a
+    trace."""
+    app = shardq.App(dsn)
+    ran: list[int] = []
+
+    @app.task(queue="api-only")
+    def job(n: int) -> None:
+        ran.append(n)
+        if n == 2:
+            raise shardq.Fail("no provider")  # dead at once: it runs once
+
+    ShardqInstrumentor().instrument()
+    try:
+        job.enqueue(1)
+        job.enqueue_many([(2,), (3,)])
+        assert query(dsn, "SELECT count(*), count(trace_context) FROM shardq.tasks") == [(3, 0)]
+        with caplog.at_level(logging.WARNING, logger="shardq.worker"):
+            drain(dsn, app, client, "api-only")
+    finally:
+        ShardqInstrumentor().uninstrument()
+    assert sorted(ran) == [1, 2, 3]
+    (line,) = [r.getMessage() for r in caplog.records if "no provider" in r.getMessage()]
+    assert "trace_id" not in line
+
+
 def test_the_async_client_and_keyed_enqueues_store_the_trace_context(
         dsn: str, traced: Traced) -> None:
     async def produce() -> list[Any]:
