@@ -113,6 +113,7 @@ CREATE TABLE shardq.tasks (
     slot integer,
     group_slot integer,
     worker_id uuid,
+    trace_context text,
     CONSTRAINT tasks_attempts_check CHECK (((attempts >= 0) AND (max_attempts >= 1))),
     CONSTRAINT tasks_head_start_check CHECK ((pending_head_start_s >= 0)),
     CONSTRAINT tasks_key_check CHECK (((key IS NULL) OR ((length(key) >= 1) AND (length(key) <= 512)))),

@@ -35,6 +35,9 @@ class Task:
     suspect: bool = False
     """The task's last lease expired without a result: it may have killed the worker
     that held it, so a worker runs it alone (see :mod:`shardq.worker.isolation`)."""
+    trace_context: str | None = None
+    """The W3C ``traceparent`` of the span that enqueued the task, when it was enqueued
+    under a tracer (see :mod:`shardq.contrib.opentelemetry`); else None."""
 
     @property
     def lease_expires_at(self) -> datetime:
@@ -80,6 +83,9 @@ class TaskInfo:
     history: tuple[Attempt, ...] = ()
     """Its attempts, oldest first, the running one last (:meth:`Client.get` reads them;
     task lists leave them out)."""
+
+    trace_context: str | None = None
+    """The W3C ``traceparent`` of the span that enqueued the task, if it was traced."""
 
 
 @dataclass(frozen=True)

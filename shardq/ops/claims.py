@@ -33,7 +33,7 @@ def task_rows(queue: str, token: UUID) -> RowFactory[Task]:
     def factory(cursor: Any) -> RowMaker[Task]:
         def make(v: Sequence[Any]) -> Task:  # the RETURNED columns, by position
             return Task(v[0], queue, v[1], v[2], token, _decode(v[3])[0], v[4], v[5], v[6],
-                        v[7], v[8], v[9])
+                        v[7], v[8], v[9], v[10])
         return make
     return factory
 

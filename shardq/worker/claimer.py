@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from uuid import UUID
 
 from shardq.client import Client
+from shardq.core import tracing
 from shardq.core.loop import Loop
 from shardq.core.task import Task
 from shardq.handler import Context
@@ -211,6 +212,8 @@ class Claimer(Loop[int]):
         limit = claim_size(room, self.batch)
         lease_s = self.lease_s(queue)
         self._claiming = True
+        tracer = tracing.tracer
+        began = time.time_ns() if tracer is not None else 0
         sent = self.keeper.monotonic()  # the leases begin no earlier than this
         try:
             tasks, rate_wait_s = self._claim(queue, bucket, limit, lease_s)
@@ -222,6 +225,8 @@ class Claimer(Loop[int]):
             self.metrics.claimed.labels(queue).inc(len(tasks))
             self.metrics.batch_fill.observe(len(tasks) / limit)
             self.buffer.put_many(self.keeper.hold(tasks, lease_s, sent))
+            if tracer is not None:  # an empty claim (a poll) makes no span
+                tracer.received(queue, tasks, began)
         self._wait_s = 0.0
         return len(tasks)
 

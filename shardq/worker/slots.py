@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from shardq.app import App, Handler, NoHandler
+from shardq.core import tracing
 from shardq.core.task import Task
 from shardq.core.validate import error_text
 from shardq.handler import Context, Fail, Retry, bind, unbind
@@ -141,7 +142,12 @@ class Slots:
         """Run one task's handler in this slot; None if it was given back meanwhile."""
         self._now[me] = (context, time.perf_counter())
         try:
-            return self._run(me, context)
+            tracer = tracing.tracer
+            span = None if tracer is None else tracer.process(context.task)
+            if span is None:
+                return self._run(me, context)
+            with span:  # current while the handler runs
+                return self._run(me, context)
         finally:
             self._now[me] = None
 
@@ -153,6 +159,7 @@ class Slots:
         except NoHandler as exc:
             # Dead at once: another attempt would find no handler either, and a worker
             # of another app is not meant to share this queue.
+            _traced_failure(exc)
             self._warn(task, exc, dead=True)
             return Outcome(task, ok=False, error=error_text(str(exc)), dead=True)
         token = bind(context)
@@ -169,6 +176,7 @@ class Slots:
                 encoded = self._encoded(handler, handler.call(task.payload))
             return Outcome(task, ok=True, kept=self._kept(handler, encoded))
         except Retry as exc:
+            _traced_failure(exc)
             return Outcome(task, ok=False, error=error_text(str(exc)), retry_in_s=exc.in_s)
         except Fail as exc:
             return self._failed(task, exc, dead=True)
@@ -214,6 +222,7 @@ class Slots:
         return ref
 
     def _failed(self, task: Task, exc: BaseException, *, dead: bool) -> Outcome:
+        _traced_failure(exc)
         self._warn(task, exc, dead=dead)
         return Outcome(task, ok=False, error=describe(exc), dead=dead)
 
@@ -231,9 +240,13 @@ class Slots:
         left_out += [f"{others} other failure line(s) of this queue"] if others else []
         more = (f" ({' and '.join(left_out)} not logged in the last "
                 f"{self._warnings.interval_s:g}s)") if left_out else ""
-        log.warning("%s%s", self._fate(task, exc, dead=dead), more,
-                    extra={"task_id": task.id, "queue": task.queue, "attempt": task.attempts,
-                           "error": kind})
+        # The handler's span is current here: the line names its trace, if any.
+        trace_id = tracing.trace_id()
+        fields = {"task_id": task.id, "queue": task.queue, "attempt": task.attempts,
+                  "error": kind}
+        log.warning("%s%s%s", self._fate(task, exc, dead=dead), more,
+                    f" trace_id={trace_id}" if trace_id else "",
+                    extra={**fields, "trace_id": trace_id} if trace_id else fields)
 
     def _fate(self, task: Task, exc: BaseException, *, dead: bool) -> str:
         """What became of a failed task, with the error: dead-lettered at once (no
@@ -255,6 +268,13 @@ class Slots:
         full = min(config.backoff_cap_s, config.backoff_base_s * 2.0 ** min(task.attempts, 60))
         least = full * (1 - config.backoff_jitter)
         return duration(full) if least == full else f"{duration(least)} to {duration(full)}"
+
+
+def _traced_failure(exc: BaseException) -> None:
+    """Tell the tracer, if any, that the handler whose span is current failed."""
+    tracer = tracing.tracer
+    if tracer is not None:
+        tracer.failed(exc)
 
 
 def duration(seconds: float) -> str:
