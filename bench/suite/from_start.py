@@ -6,9 +6,10 @@ before it is spawned until its handler started the last task.  Imports, connecti
 preparing statements and any ramp-up are inside the figure, as they are for a worker
 that an autoscaler starts because a backlog is waiting.
 
-- shardq: ``python -m shardq consume bench.suite.from_start:counted --queue bench``
-  with its defaults; the handler counts the tasks it started and, at the last, prints
-  ``DRAINED <epoch>`` on stderr (and ``FIRST <epoch>`` at the first).  The worker logs
+- shardq: ``python -m shardq consume bench.suite.start_app:counted --queue bench``
+  with its defaults; the handler (a module that imports nothing heavy) counts the
+  tasks it started and, at the last, prints ``DRAINED <epoch>`` on stderr (and
+  ``FIRST <epoch>`` at the first).  The worker logs
   ``consuming ...`` when it is ready, which gives the start-up time.
 - PGQueuer: the suite's runner (``QueueManager.run(batch_size=100)``) in a process of
   its own, whose probe reports the wall-clock times of the first and the last task.
@@ -20,7 +21,6 @@ the order from one repetition to the next, on one PostgreSQL.
 
 from __future__ import annotations
 
-import itertools
 import os
 import signal
 import subprocess
@@ -30,33 +30,21 @@ import time
 from typing import Any
 
 from bench import common
-from bench.suite import harness
+from bench.common import markdown_table
+from bench.suite import harness, start_app
 from bench.suite.probe import QUEUE
 from bench.suite.settings import PGQ_100, Settings, Variant
+from bench.suite.stats import fmt_ratio, med, paired_ratio, select
 
 Record = dict[str, Any]
-TARGET_ENV = "SHARDQ_BENCH_DRAIN_TARGET"
 SHARDQ_CONSUME = Variant("shardq-consume", "shardq", note="`shardq consume`, its defaults")
 START_VARIANTS = (SHARDQ_CONSUME, PGQ_100)
 
-_started = itertools.count(1)  # next() on a count is atomic under the GIL: no lock per task
-_target = int(os.environ.get(TARGET_ENV, "0") or 0)
-
-
-def counted(payload: Any) -> None:
-    """The consumed handler: a no-op that says when it started the first and the last task."""
-    del payload
-    n = next(_started)
-    if n == 1 or n == _target:
-        print(f"{'FIRST' if n == 1 else 'DRAINED'} {time.time():.6f}", file=sys.stderr,
-              flush=True)
-
-
 def _shardq(url: str, n: int, deadline_s: float) -> Record:
     """One ``shardq consume`` process from its spawn to its last task's start."""
-    command = [sys.executable, "-m", "shardq", "consume", f"{__name__}:counted",
+    command = [sys.executable, "-m", "shardq", "consume", f"{start_app.__name__}:counted",
                f"--queue={QUEUE}", "--shutdown-grace-s=5"]
-    env = {**os.environ, "SHARDQ_DSN": url, TARGET_ENV: str(n), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "SHARDQ_DSN": url, start_app.TARGET_ENV: str(n), "PYTHONUNBUFFERED": "1"}
     marks: dict[str, float] = {}
     drained = threading.Event()
     spawned = time.time()
@@ -123,3 +111,27 @@ def run(settings: Settings, dsn: str | None, records: list[Record]) -> None:
                             f"tasks/s ({out['seconds']:.2f} s; first task at "
                             f"{out['first_task_s']:.2f} s)")
                 dbs.close()
+
+
+def section(records: list[Record], settings: Settings) -> list[str]:
+    """The report's section: each system's rate from its process's start, side by side."""
+    base = select(records, "start", variant=START_VARIANTS[0].name)
+    if not base:
+        return []
+    rows = []
+    for v in START_VARIANTS:
+        rs = select(records, "start", variant=v.name)
+        rows.append([v.name, v.note, med(rs, "tasks"), med(rs, "rate"),
+                     ", ".join(f"{r['rate']:,.0f}" for r in rs), med(rs, "seconds"),
+                     med(rs, "ready_s"), med(rs, "first_task_s"), med(rs, "rate_after_first"),
+                     fmt_ratio(paired_ratio(base, rs, "rate"))])
+    return ["## 10. Drain from the worker process's start", "",
+            f"A backlog of {settings.start_tasks:,} no-op tasks, then one consumer process is "
+            "started; the clock runs from just before the process is spawned until its handler "
+            "started the last task (imports, connecting and any ramp-up included). "
+            "'ready': the process said it consumes (shardq's `consuming` log line; PGQueuer's "
+            "runner just before `QueueManager.run`). Command: "
+            f"`python -m bench --scenarios start --reps {settings.reps}`.", "",
+            markdown_table(["variant", "setting", "tasks", "median tasks/s", "per rep",
+                            "seconds", "ready s", "first task s",
+                            "tasks/s after the first", "shardq ÷ it"], rows), ""]

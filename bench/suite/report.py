@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import markdown_table
-from bench.suite import async_enqueue, fleet_report, from_start
+from bench.suite import async_enqueue, fleet_report, from_start, limit
 from bench.suite.settings import DRAIN_VARIANTS, PICKUP_VARIANTS, Settings
 from bench.suite.stats import fmt_ratio, med, paired_ratio, select
 
@@ -165,29 +165,6 @@ def _cost(records: list[Record], settings: Settings) -> list[str]:
     return lines
 
 
-def _start(records: list[Record], settings: Settings) -> list[str]:
-    base = select(records, "start", variant=from_start.START_VARIANTS[0].name)
-    if not base:
-        return []
-    rows = []
-    for v in from_start.START_VARIANTS:
-        rs = select(records, "start", variant=v.name)
-        rows.append([v.name, v.note, med(rs, "tasks"), med(rs, "rate"),
-                     ", ".join(f"{r['rate']:,.0f}" for r in rs), med(rs, "seconds"),
-                     med(rs, "ready_s"), med(rs, "first_task_s"), med(rs, "rate_after_first"),
-                     fmt_ratio(paired_ratio(base, rs, "rate"))])
-    return ["## 10. Drain from the worker process's start", "",
-            f"A backlog of {settings.start_tasks:,} no-op tasks, then one consumer process is "
-            "started; the clock runs from just before the process is spawned until its handler "
-            "started the last task (imports, connecting and any ramp-up included). "
-            "'ready': the process said it consumes (shardq's `consuming` log line; PGQueuer's "
-            "runner just before `QueueManager.run`). Command: "
-            f"`python -m bench --scenarios start --reps {settings.reps}`.", "",
-            markdown_table(["variant", "setting", "tasks", "median tasks/s", "per rep",
-                            "seconds", "ready s", "first task s",
-                            "tasks/s after the first", "shardq ÷ it"], rows), ""]
-
-
 def targets(records: list[Record]) -> list[list[object]]:
     """The issue's targets: (target, measured, met?)."""
     def drain(variant: str) -> list[Record]:
@@ -218,6 +195,10 @@ def targets(records: list[Record]) -> list[list[object]]:
         add("drain from process start ≥ 3x PGQueuer b100",
             paired_ratio(select(records, "start", variant=from_start.START_VARIANTS[0].name),
                          select(records, "start", variant="pgqueuer-b100"), "rate"), 3.0)
+    if select(records, "limit"):
+        add("in-process drain ≥ 0.7x the ceiling, side by side (section 11)",
+            paired_ratio(select(records, "limit", arm="shardq"),
+                         select(records, "limit", arm="ceiling"), "rate"), 0.7)
     bl = select(records, "backlog")
     configs = list(dict.fromkeys(r["config"] for r in bl))
     if configs:
@@ -247,7 +228,8 @@ def render(records: list[Record], settings: Settings, machine: list[str], comman
         lambda: fleet_report.ceiling_section(records, settings),
         lambda: fleet_report.worker_section(records, settings),
         lambda: async_enqueue.section(records, settings),
-        lambda: _start(records, settings)]
+        lambda: from_start.section(records, settings),
+        lambda: limit.section(records, settings)]
     for section in sections:
         lines += section()
     lines += ["## Targets (issue 6)", "", markdown_table(["target", "measured", ""],
