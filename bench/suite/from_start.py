@@ -56,7 +56,7 @@ def _shardq(url: str, n: int, deadline_s: float) -> Record:
         for line in daemon.stderr:  # read to the end, or the daemon blocks on a full pipe
             now = time.time()
             word, _, value = line.strip().partition(" ")
-            if word in ("FIRST", "DRAINED"):
+            if word in ("FIRST", "TENTH", "DRAINED"):
                 marks[word] = float(value)
             elif "consuming" in line and "ready" not in marks:
                 marks["ready"] = now
@@ -71,7 +71,12 @@ def _shardq(url: str, n: int, deadline_s: float) -> Record:
     finally:
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(30)
-    return _record(n, spawned, marks["FIRST"], marks["DRAINED"], marks.get("ready"))
+    out = _record(n, spawned, marks["FIRST"], marks["DRAINED"], marks.get("ready"))
+    # No ramp-up: the first tenth goes as fast as the other nine tenths.
+    tenth = marks["TENTH"]
+    out["first_tenth_vs_rest"] = ((n // 10) / (tenth - marks["FIRST"])) / (
+        (n - n // 10) / (marks["DRAINED"] - tenth))
+    return out
 
 
 def _pgqueuer(url: str, n: int, deadline_s: float) -> Record:
@@ -124,14 +129,18 @@ def section(records: list[Record], settings: Settings) -> list[str]:
         rows.append([v.name, v.note, med(rs, "tasks"), med(rs, "rate"),
                      ", ".join(f"{r['rate']:,.0f}" for r in rs), med(rs, "seconds"),
                      med(rs, "ready_s"), med(rs, "first_task_s"), med(rs, "rate_after_first"),
+                     med(rs, "first_tenth_vs_rest") if v.system == "shardq" else "-",
                      fmt_ratio(paired_ratio(base, rs, "rate"))])
     return ["## 10. Drain from the worker process's start", "",
             f"A backlog of {settings.start_tasks:,} no-op tasks, then one consumer process is "
             "started; the clock runs from just before the process is spawned until its handler "
-            "started the last task (imports, connecting and any ramp-up included). "
+            "started the last task (imports, connecting and any ramp-up included). A ramp-up "
+            "shows as the rate through the first tenth of the backlog below the rate through "
+            "the rest. "
             "'ready': the process said it consumes (shardq's `consuming` log line; PGQueuer's "
             "runner just before `QueueManager.run`). Command: "
             f"`python -m bench --scenarios start --reps {settings.reps}`.", "",
             markdown_table(["variant", "setting", "tasks", "median tasks/s", "per rep",
                             "seconds", "ready s", "first task s",
-                            "tasks/s after the first", "shardq ÷ it"], rows), ""]
+                            "tasks/s after the first", "first tenth's rate ÷ the rest's",
+                            "shardq ÷ it"], rows), ""]

@@ -3,7 +3,8 @@ of its own that imports nothing heavy: ``shardq consume`` imports it, and its st
 is what the scenario measures.
 
 ``counted`` is a no-op that counts the tasks it started and prints ``FIRST <epoch>``
-at the first and ``DRAINED <epoch>`` at the ``$SHARDQ_BENCH_DRAIN_TARGET``-th on stderr.
+at the first, ``TENTH <epoch>`` at a tenth of ``$SHARDQ_BENCH_DRAIN_TARGET`` and
+``DRAINED <epoch>`` at the target, on stderr.
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ TARGET_ENV = "SHARDQ_BENCH_DRAIN_TARGET"
 
 _started = itertools.count(1)  # next() on a count is atomic under the GIL: no lock per task
 _target = int(os.environ.get(TARGET_ENV, "0") or 0)
+_marks = {1: "FIRST", max(2, _target // 10): "TENTH", _target: "DRAINED"}
 
 
 def counted(payload: Any) -> None:
-    """A no-op that says when it started the first and the last task."""
+    """A no-op that says when it started the first task, a tenth of them and the last."""
     del payload
-    n = next(_started)
-    if n == 1 or n == _target:
-        print(f"{'FIRST' if n == 1 else 'DRAINED'} {time.time():.6f}", file=sys.stderr,
-              flush=True)
+    mark = _marks.get(next(_started))
+    if mark:
+        print(f"{mark} {time.time():.6f}", file=sys.stderr, flush=True)
