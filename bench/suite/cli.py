@@ -1,7 +1,7 @@
 """``python -m bench``: run the suite's scenarios and write the report and plots.
 
     python -m bench [--quick]
-        [--scenarios enqueue,drain,pickup,backlog,ablation,cost,fleet,processes,async]
+        [--scenarios enqueue,drain,pickup,backlog,ablation,cost,fleet,processes,async,start,limit]
         [--reps 3] [--drain 50000] [--churn-s 600] [--churn-rate 200] [--with-5m]
         [--resume | --report-only] [--dsn URL] [--out DIR]
 
@@ -11,7 +11,11 @@ checks that the harness works and writes ``report-quick.md``.  ``fleet`` (pgbenc
 claim+ack, 4 bucket counts x 8-128 connections) and ``processes`` (``shardq consume
 --processes 1-8``, 1 and 16 buckets) take about 12 minutes each on a loaded 2-core box.
 ``async`` (enqueue from 100 coroutines against PGQueuer and the blocking Client, and the
-event loop's stall) takes about 2 minutes.  ``--resume`` re-runs the named scenarios and
+event loop's stall) takes about 2 minutes.  ``start`` (a 200k backlog drained by one
+``shardq consume`` process and one PGQueuer process, timed from the process's spawn)
+takes about 5 minutes on a loaded box.  ``limit`` (the in-process drain beside the pgbench
+ceiling, then claim + ack on today's schema and on candidate changes, with the WAL and
+row versions each task costs) takes about 4 minutes.  ``--resume`` re-runs the named scenarios and
 keeps the results file's records of the others; ``--report-only`` re-renders from that
 file.
 """
@@ -27,12 +31,23 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench import common
-from bench.suite import async_enqueue, backlog, fleet, harness, pickup, plots, report, throughput
+from bench.suite import (
+    async_enqueue,
+    backlog,
+    fleet,
+    from_start,
+    harness,
+    limit,
+    pickup,
+    plots,
+    report,
+    throughput,
+)
 from bench.suite.settings import Settings, quick_settings
 
 OUT = common.RESULTS_DIR / "suite"
 SCENARIOS = ("enqueue", "drain", "pickup", "backlog", "ablation", "cost", "fleet", "processes",
-             "async")
+             "async", "start", "limit")
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Settings]:
@@ -92,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         rerun = {"enqueue": ("enqueue_single", "drain"), "drain": ("enqueue_single", "drain"),
                  "pickup": ("pickup",), "backlog": ("backlog",), "ablation": ("ablation",),
                  "cost": ("churn",), "fleet": ("fleet_ceiling",),
-                 "processes": ("fleet_worker",), "async": (async_enqueue.SCENARIO,)}
+                 "processes": ("fleet_worker",), "async": (async_enqueue.SCENARIO,),
+                 "start": ("start",), "limit": ("limit", "limit_candidate")}
         dropped = {kind for s in wanted for kind in rerun[s]}
         records += [r for r in json.loads(raw.read_text()) if r["scenario"] not in dropped]
     steps: list[tuple[str, Callable[[], None]]] = [
@@ -104,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         ("fleet", lambda: fleet.run_ceiling(settings, args.dsn, records)),
         ("processes", lambda: fleet.run_workers(settings, args.dsn, records)),
         ("async", lambda: async_enqueue.run(settings, args.dsn, records)),
+        ("start", lambda: from_start.run(settings, args.dsn, records)),
+        ("limit", lambda: limit.run(settings, args.dsn, records)),
     ]
     failed: list[str] = []
     for name, step in steps:

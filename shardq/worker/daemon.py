@@ -92,6 +92,10 @@ class Worker:
         self.periodic = (PeriodicLoop(self.client.statements, list(app.schedules.values()),
                                       queues, config.periodic_interval_s)
                          if app.schedules else None)
+        # Each claimer and background loop takes a connection at its first step: open
+        # them all now, in parallel, while the rest of the worker starts (grown on
+        # demand, the pool opened them one after the other as the first claims waited).
+        self.client.db.open_connections(len(self.claimers) + len(self._loops()))
         self._turn = 0
         self._state_lock = threading.Lock()
         self._started = self._stopped = False
