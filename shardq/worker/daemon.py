@@ -29,11 +29,12 @@ from shardq.worker.buffer import Buffer
 from shardq.worker.claimer import Claimer, Schedule
 from shardq.worker.completer import Completer, Outcome
 from shardq.worker.config import WorkerConfig
+from shardq.worker.coslots import LoopSlots
 from shardq.worker.leases import HEARTBEAT_FRACTION, LeaseKeeper
 from shardq.worker.metrics import Metrics
 from shardq.worker.notifier import Listener
 from shardq.worker.observe import MeteredJanitor, StatsSampler
-from shardq.worker.slots import Slots
+from shardq.worker.slots import Slots, ThreadSlots
 
 log = logging.getLogger("shardq.worker")
 
@@ -68,8 +69,11 @@ class Worker:
         self.completer = Completer(self.client, self.metrics, batch=config.ack_batch,
                                    flush_ms=config.ack_flush_ms, release=self.keeper.let_go,
                                    written=self._made_room)
-        self.slots = Slots(app, self.buffer, concurrency=config.concurrency, report=self._report,
-                           taken=self._made_room, metrics=self.metrics)
+        # Coroutine handlers run as coroutines on one event loop, with no thread per slot;
+        # an app of plain functions only has no loop at all (see shardq.worker.slots).
+        kind: type[Slots] = LoopSlots if any(h.is_async for h in app.handlers()) else ThreadSlots
+        self.slots = kind(app, self.buffer, concurrency=config.concurrency, report=self._report,
+                          taken=self._made_room, metrics=self.metrics)
         self.listener = (Listener(self.client.db.dsn, set(queues), self._heard,
                                   connect_timeout_s=client_config.connect_timeout_s)
                          if config.listen and self.client.dialect.notify else None)
