@@ -61,8 +61,10 @@ class Worker:
         app.use_client(self.client)
         self.queues = queues
         self.metrics = Metrics()
-        # Two batches: one claim can be in flight while a batch still feeds the handlers.
-        self.capacity = max(2 * config.batch, config.concurrency)
+        # Two batches: one claim can be in flight while a batch still feeds the handlers;
+        # and with many slots, two rounds of them: hundreds of slots empty a buffer of one
+        # round within milliseconds, less than a claim can take when they all want the GIL.
+        self.capacity = max(2 * config.batch, 2 * config.concurrency)
         self.buffer = Buffer()
         # Each task keeps its own lease; the heartbeat ticks for the shortest.
         self.keeper = LeaseKeeper(self.client, min(leases.values()), self.metrics)
