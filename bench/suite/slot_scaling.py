@@ -228,10 +228,14 @@ def section(records: list[Record], settings: Settings) -> list[str]:
     reps = len({r["rep"] for r in rs})
     base = f" --slots-base {settings.slots_base}" if settings.slots_base else ""
     command = f"python -m bench --scenarios slots --resume --reps {reps}{base}"
-    cpu_rows = [[f"{s} ms", k, *(med(select(records, SCENARIO, tree="now", kind=k,
-                                            sleep_ms=s, concurrency=c), "cpu_ms_per_1k")
-                                 for c in cs)]
-                for s in settings.slots_sleep_ms for k in KINDS]
+    cpu_rows: list[list[object]] = []
+    for sleep_ms in settings.slots_sleep_ms:
+        for kind in KINDS:
+            for tree in trees:
+                cpu_rows.append([f"{sleep_ms} ms", kind, "this tree" if tree == "now" else "base",
+                                 *(med(select(records, SCENARIO, tree=tree, kind=kind,
+                                              sleep_ms=sleep_ms, concurrency=c), "cpu_ms_per_1k")
+                                   for c in cs)])
     return ["## 10. Scaling with handler slots (one `shardq consume` process)", "",
             "Raw handlers that sleep (sync: `time.sleep`, async: `asyncio.sleep`), one "
             "`shardq consume --concurrency C` process (other settings default, no janitor), "
@@ -240,8 +244,11 @@ def section(records: list[Record], settings: Settings) -> list[str]:
             f"after {settings.slots_warmup_s:g} s of warm-up, medians over {reps} "
             f"repetition(s). Reproduce: `{command}`.", "",
             markdown_table(["handler", "kind", "tree", *(f"{c} slots" for c in cs)], rows), "",
-            "Worker CPU (ms per 1,000 tasks, this tree):", "",
-            markdown_table(["handler", "kind", *(f"{c} slots" for c in cs)], cpu_rows), "",
+            "The worker process's CPU time per 1,000 tasks over the same window (user + "
+            "system, from `/proc`): what a task costs the worker whatever share of the "
+            "cores it got.", "",
+            markdown_table(["handler", "kind", "tree", *(f"{c} slots" for c in cs)], cpu_rows),
+            "",
             "Goals (issue 25):", "",
             markdown_table(["goal", "measured", ""], targets(records, settings)), ""]
 

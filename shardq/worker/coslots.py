@@ -85,6 +85,8 @@ class LoopSlots(Slots):
                 self._all.result(UNWIND_S)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(UNWIND_S)
+        if not self._thread.is_alive():  # else a handler blocks the loop: left to the exit
+            self.loop.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
         return still
 
