@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from shardq.app import App, Handler
+from shardq.app import App, Handler, NoHandler
 from shardq.handler import Context, bind, unbind
 from shardq.worker import isolation
 from shardq.worker.buffer import Buffer
@@ -138,18 +138,18 @@ class LoopSlots(Slots):
     async def _run(self, me: int, context: Context) -> Outcome:
         task = context.task
         start = time.perf_counter()
-        handler = self.outcomes.resolve(task)
-        if isinstance(handler, Outcome):
-            return handler
+        try:
+            handler = self.app.resolve(task)
+        except NoHandler as exc:
+            return self.outcomes.no_handler(task, exc)
         token = bind(context)  # in this slot's own context: the handler awaited here sees it
         try:
             ref = self.outcomes.isolatable(handler) if task.suspect else None
             if ref is not None:
                 encoded = await self.loop.run_in_executor(self._pool, isolation.run_alone, ref,
                                                           context)
-            else:
-                encoded = self.outcomes.encoded(handler, await self._call(me, context, handler))
-            return self.outcomes.succeeded(task, handler, encoded)
+                return self.outcomes.succeeded(task, handler, encoded)
+            return self.outcomes.returned(task, handler, await self._call(me, context, handler))
         except BaseException as exc:  # a handler's failure is the task's
             if self._abandoned:  # cancelled by join: the slot ends, the task goes back
                 raise

@@ -55,15 +55,12 @@ class Outcomes:
         self._not_isolatable: set[Callable[..., Any]] = set()
         self._unkept: set[Callable[..., Any]] = set()  # handlers warned of a lost result
 
-    def resolve(self, task: Task) -> Handler | Outcome:
-        """The task's handler, or the outcome of a task that has none."""
-        try:
-            return self.app.resolve(task)
-        except NoHandler as exc:
-            # Dead at once: another attempt would find no handler either, and a worker
-            # of another app is not meant to share this queue.
-            self._warn(task, exc, dead=True)
-            return Outcome(task, ok=False, error=error_text(str(exc)), dead=True)
+    def no_handler(self, task: Task, exc: NoHandler) -> Outcome:
+        """The outcome of a task the app has no handler for: dead at once (another
+        attempt would find none either, and a worker of another app is not meant to
+        share this queue)."""
+        self._warn(task, exc, dead=True)
+        return Outcome(task, ok=False, error=error_text(str(exc)), dead=True)
 
     def isolatable(self, handler: Handler) -> isolation.Ref | None:
         """Where a child process finds ``handler``; None (warned once) when it cannot, and
@@ -76,15 +73,16 @@ class Outcomes:
                         "(define it at a module's top level)", handler.fn)
         return ref
 
-    @staticmethod
-    def encoded(handler: Handler, value: Any) -> Encoded | None:
-        """The return value as its result keeps it; None when the handler keeps none."""
-        return None if handler.keep_result_s is None else encode(value)
+    def returned(self, task: Task, handler: Handler, value: Any) -> Outcome:
+        """The ack of a run that returned ``value``: see :meth:`succeeded`."""
+        if handler.keep_result_s is None:  # the usual case, kept to one call
+            return Outcome(task, ok=True)
+        return self.succeeded(task, handler, encode(value))
 
     def succeeded(self, task: Task, handler: Handler, encoded: Encoded | None) -> Outcome:
-        """The ack of a run that returned, with the result to keep if its handler keeps
-        results; a value that cannot be kept is warned of once per handler (its results
-        say why)."""
+        """The ack of a run whose value was ``encoded`` (as a result keeps it), with the
+        result to keep if its handler keeps results; a value that cannot be kept is
+        warned of once per handler (its results say why)."""
         if handler.keep_result_s is None or encoded is None:
             return Outcome(task, ok=True)
         kept = Kept.of(encoded, handler.keep_result_s, self.app.client.config.max_payload_bytes)

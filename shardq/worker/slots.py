@@ -17,7 +17,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
-from shardq.app import App
+from shardq.app import App, NoHandler
 from shardq.handler import Context, bind, unbind
 from shardq.worker import isolation
 from shardq.worker.buffer import Buffer
@@ -138,17 +138,16 @@ class ThreadSlots(Slots):
     def _run(self, me: int, context: Context) -> Outcome:
         task = context.task
         start = time.perf_counter()
-        handler = self.outcomes.resolve(task)
-        if isinstance(handler, Outcome):
-            return handler
+        try:
+            handler = self.app.resolve(task)
+        except NoHandler as exc:
+            return self.outcomes.no_handler(task, exc)
         token = bind(context)
         try:
             ref = self.outcomes.isolatable(handler) if task.suspect else None
             if ref is not None:
-                encoded = isolation.run_alone(ref, context)
-            else:
-                encoded = self.outcomes.encoded(handler, handler.call(task.payload))
-            return self.outcomes.succeeded(task, handler, encoded)
+                return self.outcomes.succeeded(task, handler, isolation.run_alone(ref, context))
+            return self.outcomes.returned(task, handler, handler.call(task.payload))
         except BaseException as exc:  # a handler's failure is the task's
             return self.outcomes.failed(task, exc)
         finally:
