@@ -21,17 +21,14 @@ import contextvars
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from shardq.app import App, Handler, NoHandler
+from shardq.app import Handler, NoHandler
 from shardq.handler import Context, bind, unbind
 from shardq.worker import isolation
-from shardq.worker.buffer import Buffer
 from shardq.worker.completer import Outcome
-from shardq.worker.metrics import Metrics
 from shardq.worker.slots import Slots
 
 UNWIND_S = 1.0  # how long handlers cancelled at a stop may take to end
@@ -40,16 +37,13 @@ UNWIND_S = 1.0  # how long handlers cancelled at a stop may take to end
 class LoopSlots(Slots):
     """``concurrency`` slot coroutines on an event loop in a thread of their own."""
 
-    def __init__(self, app: App, buffer: Buffer, *, concurrency: int,
-                 report: Callable[[Context, Outcome], None], taken: Callable[[], None],
-                 metrics: Metrics) -> None:
-        super().__init__(app, buffer, concurrency=concurrency, report=report, taken=taken,
-                         metrics=metrics)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # as Slots'
+        super().__init__(*args, **kwargs)
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="shardq-asyncio",
                                         daemon=True)
         # Plain function handlers and suspects' waits; threads start as they are needed.
-        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="shardq-slot")
+        self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="shardq-slot")
         self._closing = False
         self._abandoned = False  # the stop's grace is over: outcomes are not wanted
         self._waiters: deque[asyncio.Future[None]] = deque()  # slots waiting for tasks

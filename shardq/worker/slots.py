@@ -16,6 +16,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from typing import Any
 
 from shardq.app import App, NoHandler
 from shardq.handler import Context, bind, unbind
@@ -93,14 +94,11 @@ class Slots(ABC):
 class ThreadSlots(Slots):
     """``concurrency`` threads, each running one plain function handler at a time."""
 
-    def __init__(self, app: App, buffer: Buffer, *, concurrency: int,
-                 report: Callable[[Context, Outcome], None], taken: Callable[[], None],
-                 metrics: Metrics) -> None:
-        super().__init__(app, buffer, concurrency=concurrency, report=report, taken=taken,
-                         metrics=metrics)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # as Slots'
+        super().__init__(*args, **kwargs)
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._serve, args=(i,), name=f"shardq-slot-{i}",
-                                          daemon=True) for i in range(concurrency)]
+                                          daemon=True) for i in range(self.concurrency)]
 
     def start(self) -> None:
         """Start the slot threads."""
