@@ -1,8 +1,10 @@
 """``python -m bench``: run the suite's scenarios and write the report and plots.
 
     python -m bench [--quick]
-        [--scenarios enqueue,drain,pickup,backlog,ablation,cost,fleet,processes,async,start,limit]
+        [--scenarios enqueue,drain,pickup,backlog,ablation,cost,fleet,processes,async,start,
+                     limit,slots]
         [--reps 3] [--drain 50000] [--churn-s 600] [--churn-rate 200] [--with-5m]
+        [--slots-base DIR]
         [--resume | --report-only] [--dsn URL] [--out DIR]
 
 ``--quick`` runs every scenario small (two to three minutes on a busy 2-core box,
@@ -15,9 +17,11 @@ event loop's stall) takes about 2 minutes.  ``start`` (a 200k backlog drained by
 ``shardq consume`` process and one PGQueuer process, timed from the process's spawn)
 takes about 5 minutes on a loaded box.  ``limit`` (the in-process drain beside the pgbench
 ceiling, then claim + ack on today's schema and on candidate changes, with the WAL and
-row versions each task costs) takes about 4 minutes.  ``--resume`` re-runs the named scenarios and
-keeps the results file's records of the others; ``--report-only`` re-renders from that
-file.
+row versions each task costs) takes about 4 minutes.  ``slots`` (sleeping handlers, sync and
+async, 1-256 handler slots in one ``shardq consume``) takes about 6 minutes, twice that
+with ``--slots-base`` (an earlier tree's worker side by side).  ``--resume`` re-runs the
+named scenarios and keeps the results file's records of the others; ``--report-only``
+re-renders from that file.
 """
 
 from __future__ import annotations
@@ -41,13 +45,14 @@ from bench.suite import (
     pickup,
     plots,
     report,
+    slot_scaling,
     throughput,
 )
 from bench.suite.settings import Settings, quick_settings
 
 OUT = common.RESULTS_DIR / "suite"
 SCENARIOS = ("enqueue", "drain", "pickup", "backlog", "ablation", "cost", "fleet", "processes",
-             "async", "start", "limit")
+             "async", "start", "limit", "slots")
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Settings]:
@@ -64,6 +69,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Settings]:
     p.add_argument("--churn-s", type=float, help="churn period per system (default 600)")
     p.add_argument("--churn-rate", type=float, help="churn producer rate (default 200/s)")
     p.add_argument("--with-5m", action="store_true", help="add the 5M-task backlog (slow)")
+    p.add_argument("--slots-base", type=Path,
+                   help="slots: an exported earlier tree whose worker runs side by side")
     p.add_argument("--report-only", action="store_true",
                    help="run nothing: re-render the report and plots from the results file")
     p.add_argument("--resume", action="store_true",
@@ -79,6 +86,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Settings]:
         if value is not None:
             setattr(settings, name, value)
     settings.with_big = args.with_5m
+    if args.slots_base is not None:
+        settings.slots_base = str(args.slots_base)
     chosen = tuple(s.strip() for s in args.scenarios.split(",") if s.strip())
     unknown = set(chosen) - set(SCENARIOS)
     if unknown or not chosen or settings.reps < 1:
@@ -108,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
                  "pickup": ("pickup",), "backlog": ("backlog",), "ablation": ("ablation",),
                  "cost": ("churn",), "fleet": ("fleet_ceiling",),
                  "processes": ("fleet_worker",), "async": (async_enqueue.SCENARIO,),
-                 "start": ("start",), "limit": ("limit", "limit_candidate")}
+                 "start": ("start",), "limit": ("limit", "limit_candidate"),
+                 "slots": (slot_scaling.SCENARIO,)}
         dropped = {kind for s in wanted for kind in rerun[s]}
         records += [r for r in json.loads(raw.read_text()) if r["scenario"] not in dropped]
     steps: list[tuple[str, Callable[[], None]]] = [
@@ -122,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         ("async", lambda: async_enqueue.run(settings, args.dsn, records)),
         ("start", lambda: from_start.run(settings, args.dsn, records)),
         ("limit", lambda: limit.run(settings, args.dsn, records)),
+        ("slots", lambda: slot_scaling.run(settings, args.dsn, records)),
     ]
     failed: list[str] = []
     for name, step in steps:

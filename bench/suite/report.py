@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import markdown_table
-from bench.suite import async_enqueue, fleet_report, from_start, limit
+from bench.suite import async_enqueue, fleet_report, from_start, limit, slot_scaling
 from bench.suite.settings import DRAIN_VARIANTS, PICKUP_VARIANTS, Settings
 from bench.suite.stats import fmt_ratio, med, paired_ratio, select
 
@@ -229,7 +229,8 @@ def render(records: list[Record], settings: Settings, machine: list[str], comman
         lambda: fleet_report.worker_section(records, settings),
         lambda: async_enqueue.section(records, settings),
         lambda: from_start.section(records, settings),
-        lambda: limit.section(records, settings)]
+        lambda: limit.section(records, settings),
+        lambda: slot_scaling.section(records, settings)]
     for section in sections:
         lines += section()
     lines += ["## Targets (issue 6)", "", markdown_table(["target", "measured", ""],

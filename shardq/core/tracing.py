@@ -96,3 +96,17 @@ def trace_id() -> str | None:
     """The current trace's id when a tracer is installed and a trace is current."""
     current = tracer
     return None if current is None else current.trace_id()
+
+
+def process(task: Task) -> AbstractContextManager[object] | None:
+    """The span of one run of ``task``'s handler (see :meth:`Tracer.process`); None when
+    no tracer is installed or it makes none."""
+    current = tracer
+    return None if current is None else current.process(task)
+
+
+def failed(error: BaseException) -> None:
+    """Tell the installed tracer, if any, that the handler whose span is current failed."""
+    current = tracer
+    if current is not None:
+        current.failed(error)

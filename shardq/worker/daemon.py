@@ -31,12 +31,13 @@ from shardq.worker.claimer import Claimer, Schedule
 from shardq.worker.completer import Completer, Outcome
 from shardq.worker.config import WorkerConfig
 from shardq.worker.controls import Controls
+from shardq.worker.coslots import LoopSlots
 from shardq.worker.leases import HEARTBEAT_FRACTION, LeaseKeeper
 from shardq.worker.metrics import Metrics
 from shardq.worker.notifier import Listener
 from shardq.worker.observe import MeteredJanitor, StatsSampler
 from shardq.worker.presence import Presence
-from shardq.worker.slots import Slots
+from shardq.worker.slots import Slots, ThreadSlots
 
 log = logging.getLogger("shardq.worker")
 
@@ -63,8 +64,10 @@ class Worker:
         app.use_client(self.client)
         self.queues = queues
         self.metrics = Metrics()
-        # Two batches: one claim can be in flight while a batch still feeds the handlers.
-        self.capacity = max(2 * config.batch, config.concurrency)
+        # Two batches: one claim can be in flight while a batch still feeds the handlers;
+        # and with many slots, two rounds of them: hundreds of slots empty a buffer of one
+        # round within milliseconds, less than a claim can take when they all want the GIL.
+        self.capacity = max(2 * config.batch, 2 * config.concurrency)
         self.buffer = Buffer()
         # Who runs the tasks, in shardq.workers and in every attempt's record.
         self.presence = Presence(self.client, queues, config.worker_name)
@@ -76,8 +79,11 @@ class Worker:
         self.completer = Completer(self.client, self.metrics, batch=config.ack_batch,
                                    flush_ms=config.ack_flush_ms, release=self.keeper.let_go,
                                    written=self._made_room)
-        self.slots = Slots(app, self.buffer, concurrency=config.concurrency, report=self._report,
-                           taken=self._made_room, metrics=self.metrics)
+        # Coroutine handlers run as coroutines on one event loop, with no thread per slot;
+        # an app of plain functions only has no loop at all (see shardq.worker.slots).
+        kind: type[Slots] = LoopSlots if any(h.is_async for h in app.handlers()) else ThreadSlots
+        self.slots = kind(app, self.buffer, concurrency=config.concurrency, report=self._report,
+                          taken=self._made_room, metrics=self.metrics)
         self.listener = (Listener(self.client.db.dsn, set(queues), self._heard,
                                   connect_timeout_s=client_config.connect_timeout_s)
                          if config.listen and self.client.dialect.notify else None)
