@@ -175,7 +175,7 @@ def section(records: list[Record], settings: Settings) -> list[str]:
         lines += ["Why the missed goals were missed: `bench/results/flow.md`.", ""]
     servers = sorted({str(r["server"]) for r in select(records, SCENARIO) if "server" in r})
     where = f" Measured on {'; '.join(servers)}." if servers else ""
-    return ["## 10. Flow control (issue 27)", "",
+    return ["## 13. Flow control (issue 27)", "",
             "Run in the suite by `python -m bench --scenarios flow` (quick: `--quick`); each "
             "measurement alone by the command given with it (`python -m bench.flow` runs "
             f"them all and writes `bench/results/flow.md`).{where}", "", *lines]

@@ -149,7 +149,7 @@ def _buffers(node: Plan) -> int:
     return int(node["Shared Hit Blocks"] + node["Shared Read Blocks"])
 
 
-CLAIM_PARAMS = {"bucket": 3, "lease_s": 30.0}
+CLAIM_PARAMS = {"bucket": 3, "lease_s": 30.0, "worker_id": None}
 ENQUEUE_PARAMS = {"payload": Jsonb({"n": 0}), "run_at": None, "delay_s": None, "priority": 0,
                   "max_attempts": 10, "notify": True}
 

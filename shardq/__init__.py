@@ -28,11 +28,12 @@ if TYPE_CHECKING:
         Unavailable,
         UnknownQueue,
     )
-    from shardq.core.task import Task, TaskInfo, TaskResult
+    from shardq.core.task import Attempt, Task, TaskInfo, TaskResult
     from shardq.handler import Context, Fail, Retry, current
     from shardq.ops.janitor import Janitor, JanitorReport
     from shardq.ops.limits import Control, Limits
     from shardq.ops.rates import Rate
+    from shardq.ops.workers import WorkerInfo
 
 # Each public name and the module that defines it.
 _SOURCES = {
@@ -65,11 +66,14 @@ _SOURCES = {
     "Task": "shardq.core.task",
     "TaskInfo": "shardq.core.task",
     "TaskResult": "shardq.core.task",
+    "Attempt": "shardq.core.task",
+    "WorkerInfo": "shardq.ops.workers",
 }
 
 __all__ = [
     "App",
     "AsyncClient",
+    "Attempt",
     "Client",
     "ClientConfig",
     "Clock",
@@ -96,6 +100,7 @@ __all__ = [
     "TaskResult",
     "Unavailable",
     "UnknownQueue",
+    "WorkerInfo",
     "current",
 ]
 __version__ = "0.1.0"

@@ -54,7 +54,10 @@ class AsyncClient(Operations, AsyncRunner):
         """Run an operation's plan (see :mod:`shardq.core.plan`) and return its value."""
         if self.db is None:
             raise RuntimeError("the AsyncClient is not open: use `async with` or open()")
-        return await self.db.perform(plan)
+        if plan.around is None:
+            return await self.db.perform(plan)
+        with plan.around:  # a span's bounds: nothing in it blocks
+            return await self.db.perform(plan)
 
     async def close(self) -> None:
         """Release the client's connections."""

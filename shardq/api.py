@@ -30,8 +30,9 @@ from shardq.core.dialect import Dialect
 from shardq.core.errors import ConfigError
 from shardq.core.plan import Plan
 from shardq.core.statements import Statements
-from shardq.core.task import Task, TaskId, TaskInfo, TaskResult
+from shardq.core.task import Attempt, Task, TaskId, TaskInfo, TaskResult
 from shardq.ops import (
+    attempts,
     claims,
     control,
     deadletters,
@@ -40,9 +41,11 @@ from shardq.ops import (
     queuestats,
     results,
     settle,
+    workers,
 )
 from shardq.ops import limits as flow
 from shardq.ops.rates import Rate
+from shardq.ops.workers import WorkerInfo
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -195,35 +198,42 @@ class Operations:
     # -- consuming -----------------------------------------------------------
 
     @operation
-    def claim(self, queue: str, *, limit: int = 10,
-              lease_s: float | None = None) -> Plan[list[Task]]:
+    def claim(self, queue: str, *, limit: int = 10, lease_s: float | None = None,
+              worker_id: UUID | str | None = None) -> Plan[list[Task]]:
         """Claim up to ``limit`` eligible tasks from the next non-empty bucket.
 
         Buckets are visited round-robin, each call starting one bucket further; an
         empty result means every bucket was empty for this queue.  A queue with limits
         or groups (see :meth:`set_limits`) is claimed under them, a turn at a time.
+        ``worker_id`` (a uuid) names the claimer in the tasks' attempts: ``shardq
+        consume`` passes its own, and a row of ``shardq.workers`` with that id gives its
+        name, host and pid.
         """
         validate.claim(None, self.bucket_count, limit, lease_s)  # once, before any bucket
         return flow.claim_any(self.statements, queue, self._next_bucket(), limit=limit,
-                              lease_s=lease_s, cursors=self._cursors)
+                              lease_s=lease_s, cursors=self._cursors,
+                              worker_id=validate.worker_id(worker_id))
 
     @operation
     def claim_bucket(self, queue: str, bucket: int, *, limit: int = 10,
-                     lease_s: float | None = None) -> Plan[list[Task]]:
-        """Claim up to ``limit`` eligible tasks of ``queue`` from one bucket (one statement)."""
+                     lease_s: float | None = None,
+                     worker_id: UUID | str | None = None) -> Plan[list[Task]]:
+        """Claim up to ``limit`` eligible tasks of ``queue`` from one bucket (one
+        statement); ``worker_id`` as for :meth:`claim`."""
         return claims.claim_bucket(self.statements, queue, bucket, limit=limit,
-                                   lease_s=lease_s)
+                                   lease_s=lease_s, worker_id=validate.worker_id(worker_id))
 
     @operation
     def claim_turn(self, queue: str, bucket: int, *, after: str | None,
-                   control: flow.Control, limit: int = 10,
-                   lease_s: float | None = None) -> Plan[flow.Turn]:
+                   control: flow.Control, limit: int = 10, lease_s: float | None = None,
+                   worker_id: UUID | str | None = None) -> Plan[flow.Turn]:
         """One claim of a flow-controlled queue under its limits: the ungrouped tasks of
         ``bucket`` (``after`` None), or the next group after ``after`` (see
-        :func:`shardq.ops.flow.claim_turn`).  Workers use it; :meth:`claim` is the
+        :func:`shardq.ops.limits.claim_turn`).  Workers use it; :meth:`claim` is the
         simpler call."""
         return flow.claim_turn(self.statements, queue, bucket, after=after,
-                                 control=control, limit=limit, lease_s=lease_s)
+                               control=control, limit=limit, lease_s=lease_s,
+                               worker_id=validate.worker_id(worker_id))
 
     # -- flow control ------------------------------------------------------------
 
@@ -321,8 +331,22 @@ class Operations:
 
     @operation
     def get(self, task_id: UUID | str) -> Plan[TaskInfo | None]:
-        """Everything stored about one task, or None if it is gone (finished or purged)."""
+        """Everything stored about one task, its attempts (``history``) included, or None
+        if it is gone (finished or purged: :meth:`attempts` still reads its attempts)."""
         return inspection.get(self.statements, task_id)
+
+    @operation
+    def attempts(self, task_id: UUID | str) -> Plan[list[Attempt]]:
+        """A task's attempts, oldest first, the running one last: when each was claimed,
+        by which worker, how it ended, its error.  They outlive the task for
+        ``attempts_retention_s``; a task that succeeded at its first attempt has none."""
+        return attempts.attempts(self.statements, task_id)
+
+    @operation
+    def workers(self) -> Plan[list[WorkerInfo]]:
+        """The registered ``shardq consume`` processes: alive (seen within
+        ``worker_stale_s``) or not yet forgotten, with the tasks each holds now."""
+        return workers.listing(self.statements)
 
     @operation
     def result(self, task_id: UUID | str, *, wait_s: float = 0.0) -> Plan[TaskResult]:

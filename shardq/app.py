@@ -292,11 +292,14 @@ class App:
         """Every queue the app has tasks or handlers for, sorted."""
         return sorted({h.queue for h in self.tasks.values()} | set(self.raw))
 
+    def handlers(self) -> list[Handler]:
+        """Every handler of the app: its task functions' and its raw queues'."""
+        return [*self.tasks.values(), *self.raw.values()]
+
     def lease_s(self, queue: str, default: float) -> float:
         """The lease for claims on ``queue``: the longest any of its tasks asked for, else
         ``default``."""
-        asked = [h.lease_s for h in [*self.tasks.values(), *self.raw.values()]
-                 if h.queue == queue and h.lease_s is not None]
+        asked = [h.lease_s for h in self.handlers() if h.queue == queue and h.lease_s is not None]
         return max(asked) if asked else default
 
     def resolve(self, task: Task) -> Handler:

@@ -40,7 +40,10 @@ class Client(Operations, SyncRunner):
 
     def perform(self, plan: Plan[T]) -> T:
         """Run an operation's plan (see :mod:`shardq.core.plan`) and return its value."""
-        return self.db.perform(plan)
+        if plan.around is None:
+            return self.db.perform(plan)
+        with plan.around:
+            return self.db.perform(plan)
 
     def close(self) -> None:
         """Release the client's connections."""

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import contextvars
-from concurrent.futures import Future
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from shardq.core import validate
 from shardq.core.task import Task
@@ -33,7 +32,9 @@ class Context:
     """The task a handler is running, and whether its lease was lost meanwhile."""
 
     task: Task
-    future: Future[Any] | None = None
+    on_lose: Callable[[], object] | None = field(default=None, repr=False)
+    """Called (from any thread) when the lease is lost: the worker sets it while a
+    coroutine handler runs, to cancel it."""
     _lost: bool = field(default=False, init=False, repr=False)
 
     @property
@@ -45,8 +46,9 @@ class Context:
     def lose(self) -> None:
         """Mark the lease lost and cancel the handler if it is a coroutine."""
         self._lost = True
-        if self.future is not None:
-            self.future.cancel()
+        hook = self.on_lose
+        if hook is not None:
+            hook()
 
 
 _current: contextvars.ContextVar[Context] = contextvars.ContextVar("shardq_task")

@@ -3,16 +3,24 @@
 -- only for a task this statement deleted, and at most once (ON CONFLICT), so an ack
 -- run again after its reply was lost finds its tasks gone and writes nothing twice.
 -- On PostgreSQL the statement also wakes the clients waiting for these results
--- (results_notify).  It returns how many tasks it deleted, as ack_many does.
+-- (results_notify).  It returns how many tasks it deleted, as ack_many does, and
+-- records the attempt as ack_many does.
 WITH done AS (
     DELETE FROM shardq.tasks AS t
     USING unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS a(id, lease_token)
     {locate}
-    RETURNING t.id, t.queue, t.attempts, t.enqueued_at
+    RETURNING t.id, t.queue, t.attempts, t.enqueued_at, t.times_claimed, t.last_claimed_at,
+              t.worker_id
 ), n AS (
     SELECT done.queue, 0::int8 AS enqueued, count(*) AS completed FROM done GROUP BY done.queue
 ), counted AS (
     {throughput_add}
+), ended AS (
+    SELECT done.id, done.queue, done.times_claimed AS attempt, done.last_claimed_at AS claimed_at,
+           done.worker_id, 'acked'::text AS outcome, NULL::text AS error
+    FROM done WHERE done.times_claimed > 1
+), recorded AS (
+    {attempts_add}
 ), kept AS (
     INSERT INTO shardq.results AS r
         (id, queue, value, error, attempts, enqueued_at, finished_at, expires_at)

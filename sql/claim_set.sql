@@ -1,6 +1,7 @@
 -- What a claim writes: the lease (exec_time is its expiry while 'locked'), a new
 -- lease token (one per claim, made by the client), the attempt and the claim
--- history, and the capacity slots it holds (claim_slots).  `clock.now` is the
+-- history, the capacity slots it holds (claim_slots), and the worker it is claimed
+-- for (NULL for a claim outside a worker that gives no identity).  `clock.now` is the
 -- statement's now.
 status = 'locked',
     exec_time = clock.now + %(lease_s)s::float8 * interval '1 second',
@@ -10,4 +11,5 @@ status = 'locked',
     first_claimed_at = coalesce(t.first_claimed_at, clock.now),
     last_claimed_at = clock.now,
     times_claimed = t.times_claimed + 1,
+    worker_id = %(worker_id)s::uuid,
     {claim_slots}

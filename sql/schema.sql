@@ -4,6 +4,22 @@
 -- shardq.dialect.bucket_sql('id', 16): the bucket formula has one definition.
 CREATE SCHEMA shardq;
 
+CREATE TABLE shardq.attempts (
+    task_id uuid NOT NULL,
+    slot integer NOT NULL,
+    attempt integer NOT NULL,
+    queue text NOT NULL,
+    claimed_at timestamp with time zone,
+    ended_at timestamp with time zone NOT NULL,
+    outcome text NOT NULL,
+    error text,
+    worker_id uuid,
+    worker_name text,
+    worker_host text,
+    worker_pid integer,
+    CONSTRAINT attempts_outcome CHECK ((outcome = ANY (ARRAY['acked'::text, 'failed'::text, 'lease_expired'::text, 'released'::text, 'deferred'::text, 'cancelled'::text, 'dead'::text])))
+);
+
 CREATE TABLE shardq.periodic (
     name text NOT NULL,
     cron text,
@@ -96,6 +112,8 @@ CREATE TABLE shardq.tasks (
     task_group text,
     slot integer,
     group_slot integer,
+    worker_id uuid,
+    trace_context text,
     CONSTRAINT tasks_attempts_check CHECK (((attempts >= 0) AND (max_attempts >= 1))),
     CONSTRAINT tasks_head_start_check CHECK ((pending_head_start_s >= 0)),
     CONSTRAINT tasks_key_check CHECK (((key IS NULL) OR ((length(key) >= 1) AND (length(key) <= 512)))),
@@ -104,6 +122,19 @@ CREATE TABLE shardq.tasks (
     CONSTRAINT tasks_task_group_check CHECK (((task_group IS NULL) OR ((length(task_group) >= 1) AND (length(task_group) <= 256))))
 )
 WITH (fillfactor='90', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='1000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='1000', autovacuum_vacuum_cost_delay='0', vacuum_truncate='false');
+
+CREATE TABLE shardq.workers (
+    id uuid NOT NULL,
+    name text NOT NULL,
+    host text NOT NULL,
+    pid integer NOT NULL,
+    queues text[] NOT NULL,
+    started_at timestamp with time zone NOT NULL,
+    last_seen_at timestamp with time zone NOT NULL
+);
+
+ALTER TABLE ONLY shardq.attempts
+    ADD CONSTRAINT attempts_pkey PRIMARY KEY (task_id, slot);
 
 ALTER TABLE ONLY shardq.periodic
     ADD CONSTRAINT periodic_pkey PRIMARY KEY (name);
@@ -125,6 +156,11 @@ ALTER TABLE ONLY shardq.tasks
 
 ALTER TABLE ONLY shardq.throughput
     ADD CONSTRAINT throughput_pkey PRIMARY KEY (queue, period, slot);
+
+ALTER TABLE ONLY shardq.workers
+    ADD CONSTRAINT workers_pkey PRIMARY KEY (id);
+
+CREATE INDEX attempts_ended ON shardq.attempts USING btree (ended_at);
 
 CREATE INDEX results_expiry ON shardq.results USING btree (expires_at);
 

@@ -1,7 +1,17 @@
 -- Cancel a task that waits or runs: its row is deleted (found through tasks_ids).
 -- A running task's worker finds the row gone at its next heartbeat, tells the
--- handler (shardq.current().cancelled) and drops its result.  Dead tasks are left
--- to the dead-letter calls.  Returns the status the task had.
-DELETE FROM shardq.tasks
-WHERE id = %(id)s::uuid AND status IN ('available', 'locked')
-RETURNING status
+-- handler (shardq.current().cancelled) and drops its result; its attempt is recorded
+-- as cancelled (attempts_add).  Dead tasks are left to the dead-letter calls.
+-- Returns the status the task had.
+WITH gone AS (
+    DELETE FROM shardq.tasks AS t
+    WHERE t.id = %(id)s::uuid AND t.status IN ('available', 'locked')
+    RETURNING t.id, t.status, t.queue, t.times_claimed, t.last_claimed_at, t.worker_id
+), ended AS (
+    SELECT g.id, g.queue, g.times_claimed AS attempt, g.last_claimed_at AS claimed_at,
+           g.worker_id, 'cancelled'::text AS outcome, NULL::text AS error
+    FROM gone AS g WHERE g.status = 'locked'
+), recorded AS (
+    {attempts_add}
+)
+SELECT gone.status FROM gone

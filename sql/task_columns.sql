@@ -3,6 +3,7 @@
 t.id, t.queue, t.{bucket} AS bucket, t.status, t.exec_time, t.payload, t.key,
        t.priority, t.pending_head_start_s, t.attempts, t.max_attempts, t.lease_token,
        t.last_error, t.enqueued_at, t.first_claimed_at, t.last_claimed_at, t.times_claimed,
-       t.times_requeued, t.last_requeued_at, t.task_group AS "group",
+       t.times_requeued, t.last_requeued_at, t.task_group AS "group", t.worker_id,
+       t.trace_context,
        CASE WHEN t.status = 'available' AND t.exec_time > coalesce(%(now)s::timestamptz, now())
             THEN 'scheduled' ELSE t.status END AS state

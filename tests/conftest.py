@@ -130,10 +130,11 @@ def client_kind(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def client(dsn: str, client_kind: str) -> Iterator[shardq.Client]:
-    """A Client on the shared database, emptied before the test (in a module marked
+    """A Client on the shared database, its tasks, attempts and workers emptied before the
+    test (in a module marked
     ``both_clients``, each client in turn)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("TRUNCATE shardq.tasks")
+        conn.execute("TRUNCATE shardq.tasks, shardq.attempts, shardq.workers")
     with open_client(client_kind, dsn) as c:
         yield c
 

@@ -19,8 +19,10 @@ from shardq.core.dialect import POSTGRESQL
 
 
 def claim_all(client: shardq.Client, queue: str, *, most: int | None = None,
-              limit: int = 1000, lease_s: float | None = None) -> list[shardq.Task]:
-    """Claim every eligible task of ``queue`` (or only ``most`` of them), bucket by bucket.
+              limit: int = 1000, lease_s: float | None = None,
+              worker_id: UUID | None = None) -> list[shardq.Task]:
+    """Claim every eligible task of ``queue`` (or only ``most`` of them), bucket by bucket,
+    for the worker ``worker_id``.
 
     Each bucket is claimed from, ``limit`` tasks a statement, until a claim comes back
     short: a claim takes from one bucket only, so this is what "claim them all" means.
@@ -29,7 +31,8 @@ def claim_all(client: shardq.Client, queue: str, *, most: int | None = None,
     for bucket in range(client.bucket_count):
         while most is None or len(tasks) < most:
             step = limit if most is None else min(limit, most - len(tasks))
-            got = client.claim_bucket(queue, bucket, limit=step, lease_s=lease_s)
+            got = client.claim_bucket(queue, bucket, limit=step, lease_s=lease_s,
+                                      worker_id=worker_id)
             tasks += got
             if len(got) < step:
                 break

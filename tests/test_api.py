@@ -345,7 +345,8 @@ def test_a_claim_returns_the_task_fields_in_order(client: Client, dsn: str) -> N
     with psycopg.connect(dsn, autocommit=True) as conn:
         st = client.statements
         cur = conn.execute(st.query("claim", 1), st.params(queue="q", bucket=0, lease_s=30.0,
-                                                              token=uuid.uuid4()))
+                                                              token=uuid.uuid4(),
+                                                              worker_id=None))
         assert cur.description is not None
         assert [c.name for c in cur.description] == list(RETURNED)
     assert [f.name for f in fields(shardq.Task)][:5] == ["id", "queue", "bucket", "exec_time",

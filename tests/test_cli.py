@@ -44,7 +44,8 @@ def test_janitor_once(dsn: str, client: shardq.Client) -> None:
     client.enqueue("j", {})
     [task] = claim_all(client, "j", lease_s=0.001)
     report = json.loads(shardq_cli("janitor", "--once", "--dsn", dsn).stdout)
-    assert report == {"rescued": 1, "dead": 0, "promoted": 0, "purged": 0, "expired_results": 0}
+    assert report == {"rescued": 1, "dead": 0, "promoted": 0, "purged": 0, "expired_results": 0,
+                      "expired_attempts": 0, "stale_workers": 0}
     assert client.get(task.id) is not None
 
 

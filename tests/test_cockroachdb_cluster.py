@@ -380,7 +380,7 @@ def test_claim_reads_one_span_of_one_bucket(url: str, client: shardq.Client, bin
     bucket = 3
     query = sqlfiles.query("claim", "cockroachdb", client.db.layout.bucket_column, 10)
     params = client.statements.params(queue="plan", bucket=bucket, lease_s=30.0,
-                                      token=uuid.uuid4())
+                                      token=uuid.uuid4(), worker_id=None)
     # "client": the values inlined as literals; "server": sent as typed parameters, the way
     # the Client sends them (the bucket as an int2 against the INT8 shard column).
     factory = psycopg.ClientCursor if binding == "client" else psycopg.Cursor

@@ -107,6 +107,12 @@ CRDB_QUERIES = (
     "limits_set",
     "limits_tidy",
     "limits_get",
+    "attempts_list",
+    "janitor_attempts",
+    "janitor_workers",
+    "worker_register",
+    "worker_remove",
+    "workers_list",
 )
 # Pieces spliced into other queries: the backoff expression, the placement rule and its
 # row sources, and the coalescing insert.
@@ -119,7 +125,9 @@ FRAGMENTS = ("backoff", "batch_notify", "placement", "placement_params", "rows_u
              "claim_range", "claim_range_ungrouped", "claim_range_mixed", "claim_range_group",
              "rate_unset", "rate_unset_both", "rate_unset_per_group", "rate_spent",
              "claim_slots", "claim_slots_taken", "claim_free", "queue_free", "group_free",
-             "group_free_none")
+             "group_free_none",
+             # per-attempt history (shardq.ops.attempts)
+             "attempts_add", "rescue_ended")
 # Binary COPY (CockroachDB batches go through enqueue_many) and NOTIFY; keyed tasks'
 # requeue statements, which modify the table twice in one statement, live in
 # sql/postgresql/ only.
@@ -131,6 +139,11 @@ VACUUM_STEP = ("vacuum_look", "vacuum_maintain", "vacuum_lock", "vacuum_unlock",
 # 0014: autovacuum storage parameters, which CockroachDB does not have; 0015: the
 # queue-name check on bytes).
 POSTGRESQL_ONLY_REVISIONS = ("0008->0009", "0013->0014", "0014->0015")
+# Revisions of several DDL statements, by the revision they lead to, and how many: each
+# statement is re-runnable and runs in its own transaction, so a revision cut short is
+# run again whole.  0024: the workers table, tasks.worker_id, the attempts table and its
+# retention index.
+MULTI_STATEMENT_REVISIONS = {"0024": 4}
 NOT_QUERIES = ("schema",)  # the PostgreSQL schema snapshot, never run by the Client
 # The stats' page sample (TABLESAMPLE, ctid): PostgreSQL only, where task ids are
 # time-ordered (Dialect.ordered_ids); CockroachDB samples the smallest ids (stats_sample).
@@ -352,13 +365,14 @@ def test_crdb_each_revision_is_one_ddl_statement_in_its_own_transaction(crdb_scr
                          "0005->0006", "0006->0007", "0007->0008", "0008->0009"]
     for step, ddl in steps.items():
         expected = 0 if step in POSTGRESQL_ONLY_REVISIONS else 1
+        expected = MULTI_STATEMENT_REVISIONS.get(step.partition("->")[2], expected)
         assert len(ddl) == expected, f"revision {step} has {len(ddl)} DDL statements: {ddl}"
     txs = transactions(crdb_script)
     for tx in txs:
         assert len([s for s in tx if is_ddl(s)]) <= 1, f"one transaction, several DDL: {tx}"
     # Every revision's DDL statement is found, alone, in some transaction.
     in_transactions = [s for tx in txs for s in tx if is_ddl(s)]
-    assert in_transactions == [ddl[0] for ddl in steps.values() if ddl]
+    assert in_transactions == [stmt for ddl in steps.values() for stmt in ddl]
 
 
 def test_crdb_every_ddl_statement_is_rerunnable(crdb_script: str, buckets: int) -> None:
@@ -396,8 +410,10 @@ def test_postgresql_render_has_one_transaction_per_revision() -> None:
     script = render_upgrade("postgresql", 16)
     txs = transactions(script)
     assert len(txs) == len(revisions(script)) == len(VERSIONS)
-    for tx in txs:
-        assert len([s for s in tx if is_ddl(s)]) <= 1, f"one transaction, several DDL: {tx}"
+    # Each revision's statements run in its transaction, and only they.
+    for tx, version in zip(txs, VERSIONS, strict=True):
+        most = MULTI_STATEMENT_REVISIONS.get(version, 1)
+        assert len([s for s in tx if is_ddl(s)]) <= most, f"one transaction, several DDL: {tx}"
     # 0005 only configures CockroachDB: on PostgreSQL it just moves the version.
     assert revisions(script)["0004->0005"] == []
     for step, ddl in revisions(script).items():
@@ -514,9 +530,11 @@ def test_crdb_query_parses_as_one_statement(pglast: Any, name: str) -> None:
         wrapper = AS_WHERE_CLAUSE
     elif name in CLAUSES:
         wrapper = CLAUSES[name]
-    elif name in ("janitor_purge_dead", "janitor_results"):  # DELETE ... LIMIT: CockroachDB's
+    elif name in ("janitor_purge_dead", "janitor_results", "janitor_attempts"):
+        # DELETE ... LIMIT: CockroachDB's
         text = re.sub(r"\bLIMIT \d+\b", "", text)
-    elif name in FRAGMENTS and name not in ("insert_rows", "insert_one", "throughput_add"):
+    elif name in FRAGMENTS and name not in ("insert_rows", "insert_one", "throughput_add",
+                                            "attempts_add"):
         wrapper = AS_SUBQUERY
     if wrapper is not None:
         text = as_text(wrapper.format(sql.SQL(text)))
@@ -639,6 +657,63 @@ def test_crdb_ack_with_results_writes_each_table_once_and_notifies_no_one(pglast
     assert isinstance(raw.stmt, ast.SelectStmt)
     assert {"ids", "tokens", "kept_ids", "kept_values", "kept_errors", "keep_s", "now"} <= set(
         params)
+
+
+def test_crdb_attempts_and_workers_tables(crdb_script: str, buckets: int) -> None:
+    """0024 adds the workers table, the claim's worker column, and the attempts table,
+    keyed by task (random ids on CockroachDB: no hot range) with its retention index
+    hash-sharded (end times grow with the clock)."""
+    step = next(s for s in revisions(crdb_script) if s.endswith("->0024"))
+    workers, column, attempts, index = revisions(crdb_script)[step]
+    assert workers.startswith("CREATE TABLE IF NOT EXISTS shardq.workers (")
+    assert "CONSTRAINT workers_pkey PRIMARY KEY (id)" in workers
+    assert column == "ALTER TABLE shardq.tasks ADD COLUMN IF NOT EXISTS worker_id uuid"
+    assert attempts.startswith("CREATE TABLE IF NOT EXISTS shardq.attempts (")
+    assert "CONSTRAINT attempts_pkey PRIMARY KEY (task_id, slot)" in attempts
+    assert index == ("CREATE INDEX IF NOT EXISTS attempts_ended ON shardq.attempts (ended_at) "
+                     "USING HASH")
+    downgrade = render_downgrade("cockroachdb", buckets)
+    for stmt in ("DROP TABLE IF EXISTS shardq.attempts",
+                 "ALTER TABLE shardq.tasks DROP COLUMN IF EXISTS worker_id",
+                 "DROP TABLE IF EXISTS shardq.workers"):
+        assert stmt in downgrade
+
+
+# The statements that end an attempt, and so record it (attempts_add).
+RECORDING = ("ack_many", "ack_results", "nack_many", "requeue_many", "task_cancel",
+             "janitor_rescue")
+
+
+@pytest.mark.parametrize("name", RECORDING)
+def test_crdb_statements_that_end_attempts_write_each_table_once(pglast: Any,
+                                                                  name: str) -> None:
+    """Each writes shardq.tasks once and shardq.attempts once (CockroachDB allows one
+    write of a table per statement), the attempt from the rows it changed, with the
+    worker's name copied in; and it is one statement, so the task's change and its
+    record commit together."""
+    code = flat(strip_comments(compose(name)))
+    for table in ("tasks", "attempts"):
+        writes = re.findall(rf"\b(?:INSERT INTO|UPDATE|DELETE FROM) shardq\.{table}\b", code)
+        assert len(writes) == 1, table
+    assert "ON CONFLICT (task_id, slot) DO UPDATE SET" in code
+    assert "WHERE h.attempt < EXCLUDED.attempt" in code
+    assert "LEFT JOIN shardq.workers AS w ON w.id = e.worker_id" in code
+    assert "FROM ended AS e" in code
+    text, params = for_postgresql_parser(compose(name))
+    assert len(pglast.parse_sql(text)) == 1
+    assert {"attempts_kept", "now"} <= set(params)
+
+
+@pytest.mark.parametrize("name", ["ack_many", "ack_results"])
+def test_crdb_an_ack_records_only_tasks_claimed_before(name: str) -> None:
+    code = flat(strip_comments(compose(name)))
+    assert "'acked'::text AS outcome" in code
+    assert "FROM done WHERE done.times_claimed > 1" in code
+
+
+def test_crdb_claim_records_its_worker() -> None:
+    code = flat(strip_comments(compose("claim")))
+    assert "worker_id = %(worker_id)s::uuid" in code
 
 
 # -- discovering the layout at run time ------------------------------------------------------

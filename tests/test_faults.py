@@ -139,7 +139,8 @@ def test_a_claim_finds_what_its_lost_attempt_took(client: Client) -> None:
     st, token = client.statements, uuid.uuid4()
     claim = st.query("claim", 5)
     for bucket in range(client.bucket_count):
-        values = {"queue": "q", "bucket": bucket, "lease_s": 30.0, "token": token}
+        values = {"queue": "q", "bucket": bucket, "lease_s": 30.0, "token": token,
+                  "worker_id": None}
         taken = st.all(claim, values)
         if taken:
             break

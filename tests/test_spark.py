@@ -239,6 +239,28 @@ def test_groups_by_column_or_one_for_every_row(spark: Any, dbs: Databases) -> No
         write_tasks(frame, dsn=url, queue="fair", payload=["n"], group="")
 
 
+def test_a_trace_context_column_travels_with_the_tasks(spark: Any, dbs: Databases) -> None:
+    """Straight into the table and through the staging table (keyed rows), each row's
+    traceparent is stored with its task, and a claim hands it to the worker."""
+    url = dbs.create()
+    parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    frame = spark.range(6).select(F.to_json(F.struct(F.col("id").alias("n"))).alias("json"),
+                                  (F.col("id") % 2).cast("string").alias("k"))
+    direct = write_tasks(frame, dsn=url, queue="traced", payload="json",
+                         trace_context=F.lit(parent))
+    assert direct.path == "direct"
+    staged = write_tasks(frame, dsn=url, queue="keyed", payload="json", key="k",
+                         trace_context=F.concat(F.lit(parent[:-2]), F.lit("0"), F.col("k")))
+    assert staged.path == "staged"
+    plain = write_tasks(frame, dsn=url, queue="untraced", payload="json", key="k")
+    assert plain.path == "staged"
+    assert sorted(query(url, "SELECT queue, key, trace_context FROM shardq.tasks "
+                             "WHERE queue <> 'traced'")) == [
+        ("keyed", "0", parent[:-2] + "00"), ("keyed", "1", parent),
+        ("untraced", "0", None), ("untraced", "1", None)]
+    assert {t.trace_context for t in finish_all(url, "traced")} == {parent}
+
+
 def test_keys_coalesce_with_waiting_tasks(spark: Any, dbs: Databases) -> None:
     url = dbs.create()
     early = datetime.now(UTC) - timedelta(hours=1)

@@ -45,9 +45,10 @@ def claim_ack_script(buckets: int, limit: int) -> str:
     claim = (_sql_text("claim", limit)
              .replace("%(bucket)s", ":bucket").replace("%(queue)s", ":queue")
              .replace("%(now)s", "NULL").replace("%(lease_s)s", ":lease_s")
-             .replace("%(token)s", TOKEN))
+             .replace("%(token)s", TOKEN).replace("%(worker_id)s", "NULL"))
     ack = (_sql_text("ack_many")
-           .replace("%(ids)s", ":ids").replace("%(tokens)s", ":tokens").replace("%(now)s", "NULL"))
+           .replace("%(ids)s", ":ids").replace("%(tokens)s", ":tokens").replace("%(now)s", "NULL")
+           .replace("%(attempts_kept)s", "20"))
     if "%(" in claim or "%(" in ack:
         raise RuntimeError("a placeholder of shardq's SQL has no pgbench variable")
     # shardq's own statements, spliced into a pgbench script kept beside this module.

@@ -1,8 +1,10 @@
 """``python -m bench``: run the suite's scenarios and write the report and plots.
 
     python -m bench [--quick]
-        [--scenarios enqueue,drain,pickup,backlog,ablation,cost,fleet,processes,async,flow]
+        [--scenarios enqueue,drain,pickup,backlog,ablation,cost,fleet,processes,async,start,
+                     limit,slots,flow]
         [--reps 3] [--drain 50000] [--churn-s 600] [--churn-rate 200] [--with-5m]
+        [--slots-base DIR]
         [--resume | --report-only] [--dsn URL] [--out DIR]
 
 ``--quick`` runs every scenario small (two to three minutes on a busy 2-core box,
@@ -11,10 +13,16 @@ checks that the harness works and writes ``report-quick.md``.  ``fleet`` (pgbenc
 claim+ack, 4 bucket counts x 8-128 connections) and ``processes`` (``shardq consume
 --processes 1-8``, 1 and 16 buckets) take about 12 minutes each on a loaded 2-core box.
 ``async`` (enqueue from 100 coroutines against PGQueuer and the blocking Client, and the
-event loop's stall) takes about 2 minutes.  ``flow`` (issue 27's flow-control measurements,
-:mod:`bench.flow`) takes about 15 minutes.  ``--resume`` re-runs the named scenarios and
-keeps the results file's records of the others; ``--report-only`` re-renders from that
-file.
+event loop's stall) takes about 2 minutes.  ``start`` (a 200k backlog drained by one
+``shardq consume`` process and one PGQueuer process, timed from the process's spawn)
+takes about 5 minutes on a loaded box.  ``limit`` (the in-process drain beside the pgbench
+ceiling, then claim + ack on today's schema and on candidate changes, with the WAL and
+row versions each task costs) takes about 4 minutes.  ``slots`` (sleeping handlers, sync and
+async, 1-256 handler slots in one ``shardq consume``) takes about 6 minutes, twice that
+with ``--slots-base`` (an earlier tree's worker side by side).  ``flow`` (issue 27's
+flow-control measurements, :mod:`bench.flow`) takes about 15 minutes.  ``--resume`` re-runs the
+named scenarios and keeps the results file's records of the others; ``--report-only``
+re-renders from that file.
 """
 
 from __future__ import annotations
@@ -28,12 +36,24 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench import common, flow
-from bench.suite import async_enqueue, backlog, fleet, harness, pickup, plots, report, throughput
+from bench.suite import (
+    async_enqueue,
+    backlog,
+    fleet,
+    from_start,
+    harness,
+    limit,
+    pickup,
+    plots,
+    report,
+    slot_scaling,
+    throughput,
+)
 from bench.suite.settings import Settings, quick_settings
 
 OUT = common.RESULTS_DIR / "suite"
 SCENARIOS = ("enqueue", "drain", "pickup", "backlog", "ablation", "cost", "fleet", "processes",
-             "async", "flow")
+             "async", "start", "limit", "slots", "flow")
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Settings]:
@@ -50,6 +70,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Settings]:
     p.add_argument("--churn-s", type=float, help="churn period per system (default 600)")
     p.add_argument("--churn-rate", type=float, help="churn producer rate (default 200/s)")
     p.add_argument("--with-5m", action="store_true", help="add the 5M-task backlog (slow)")
+    p.add_argument("--slots-base", type=Path,
+                   help="slots: an exported earlier tree whose worker runs side by side")
     p.add_argument("--report-only", action="store_true",
                    help="run nothing: re-render the report and plots from the results file")
     p.add_argument("--resume", action="store_true",
@@ -65,6 +87,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Settings]:
         if value is not None:
             setattr(settings, name, value)
     settings.with_big = args.with_5m
+    if args.slots_base is not None:
+        settings.slots_base = str(args.slots_base)
     chosen = tuple(s.strip() for s in args.scenarios.split(",") if s.strip())
     unknown = set(chosen) - set(SCENARIOS)
     if unknown or not chosen or settings.reps < 1:
@@ -94,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
                  "pickup": ("pickup",), "backlog": ("backlog",), "ablation": ("ablation",),
                  "cost": ("churn",), "fleet": ("fleet_ceiling",),
                  "processes": ("fleet_worker",), "async": (async_enqueue.SCENARIO,),
-                 "flow": (flow.SCENARIO,)}
+                 "start": ("start",), "limit": ("limit", "limit_candidate"),
+                 "slots": (slot_scaling.SCENARIO,), "flow": (flow.SCENARIO,)}
         dropped = {kind for s in wanted for kind in rerun[s]}
         records += [r for r in json.loads(raw.read_text()) if r["scenario"] not in dropped]
     steps: list[tuple[str, Callable[[], None]]] = [
@@ -106,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
         ("fleet", lambda: fleet.run_ceiling(settings, args.dsn, records)),
         ("processes", lambda: fleet.run_workers(settings, args.dsn, records)),
         ("async", lambda: async_enqueue.run(settings, args.dsn, records)),
+        ("start", lambda: from_start.run(settings, args.dsn, records)),
+        ("limit", lambda: limit.run(settings, args.dsn, records)),
+        ("slots", lambda: slot_scaling.run(settings, args.dsn, records)),
         ("flow", lambda: flow.run(settings, args.dsn, records)),
     ]
     failed: list[str] = []

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.plotting import plt, save
-from bench.suite import fleet_report
+from bench.suite import fleet_report, slot_scaling
 from bench.suite.settings import DRAIN_VARIANTS, PICKUP_VARIANTS, Settings
 from bench.suite.stats import med, select
 
@@ -73,4 +73,5 @@ def draw(records: list[Record], settings: Settings, out: Path) -> list[Path]:
         ax.set_title("Sharding ablation: shardq worker drain rate")
         ax.legend()
         paths.append(save(fig, out / "ablation.png"))
-    return paths + fleet_report.draw(records, settings, out)
+    return (paths + fleet_report.draw(records, settings, out)
+            + slot_scaling.draw(records, settings, out))

@@ -27,6 +27,7 @@ class Probe:
         self.latencies_ms: list[float] = []
         self.done = threading.Event()
         self.first = self.last = 0.0
+        self.began_epoch = self.first_epoch = self.last_epoch = 0.0  # time.time() of each
         self._lock = threading.Lock()
         self._proc = psutil.Process()
         self._cpu0 = 0.0
@@ -40,6 +41,7 @@ class Probe:
         times = self._proc.cpu_times()
         self._cpu0 = times.user + times.system
         self.began = time.perf_counter()
+        self.began_epoch = time.time()
         threading.Thread(target=self._sample, daemon=True, name="probe-rss").start()
 
     def _sample(self) -> None:
@@ -54,8 +56,8 @@ class Probe:
         with self._lock:
             self.count += 1
             if self.count == 1:
-                self.first = now
-            self.last = now
+                self.first, self.first_epoch = now, wall
+            self.last, self.last_epoch = now, wall
             if isinstance(payload, dict) and "t" in payload:
                 self.latencies_ms.append((wall - float(payload["t"])) * 1000.0)
             if self.count >= self.target:
@@ -81,6 +83,8 @@ class Probe:
             "cpu_s": times.user + times.system - self._cpu0 + self.elsewhere_cpu_s,
             "peak_rss": self.peak_rss,
             "latencies_ms": self.latencies_ms,
+            "ready_epoch": self.began_epoch, "first_epoch": self.first_epoch,
+            "last_epoch": self.last_epoch,
         }
 
 

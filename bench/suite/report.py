@@ -10,7 +10,7 @@ from typing import Any
 
 from bench import flow_report
 from bench.common import markdown_table
-from bench.suite import async_enqueue, fleet_report
+from bench.suite import async_enqueue, fleet_report, from_start, limit, slot_scaling
 from bench.suite.settings import DRAIN_VARIANTS, PICKUP_VARIANTS, Settings
 from bench.suite.stats import fmt_ratio, med, paired_ratio, select
 
@@ -192,6 +192,14 @@ def targets(records: list[Record]) -> list[list[object]]:
     add("idle pickup p99 ≤ PGQueuer's (ratio ≤ 1)",
         paired_ratio(idle(PICKUP_VARIANTS[0].name), idle("pgqueuer-b10"), "p99_ms"), 1.0,
         higher=False)
+    if select(records, "start"):
+        add("drain from process start ≥ 3x PGQueuer b100",
+            paired_ratio(select(records, "start", variant=from_start.START_VARIANTS[0].name),
+                         select(records, "start", variant="pgqueuer-b100"), "rate"), 3.0)
+    if select(records, "limit"):
+        add("in-process drain ≥ 0.7x the ceiling, side by side (section 11)",
+            paired_ratio(select(records, "limit", arm="shardq"),
+                         select(records, "limit", arm="ceiling"), "rate"), 0.7)
     bl = select(records, "backlog")
     configs = list(dict.fromkeys(r["config"] for r in bl))
     if configs:
@@ -221,6 +229,9 @@ def render(records: list[Record], settings: Settings, machine: list[str], comman
         lambda: fleet_report.ceiling_section(records, settings),
         lambda: fleet_report.worker_section(records, settings),
         lambda: async_enqueue.section(records, settings),
+        lambda: from_start.section(records, settings),
+        lambda: limit.section(records, settings),
+        lambda: slot_scaling.section(records, settings),
         lambda: flow_report.section(records, settings)]
     for section in sections:
         lines += section()

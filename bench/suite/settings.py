@@ -74,8 +74,17 @@ class Settings:
     async_batches: tuple[int, ...] = (100, 1_000)
     async_batched_tasks: int = 100_000
     async_in_flight: int = 1_000
+    start_tasks: int = 200_000  # the from-process-start drain's backlog
+    limit_tasks: int = 50_000  # drain ÷ ceiling, and the claim + ack candidates
+    slots_concurrency: tuple[int, ...] = (1, 4, 16, 64, 256)
+    slots_sleep_ms: tuple[int, ...] = (1, 10)
+    slots_depth: int = 20_000  # waiting tasks the producer holds the queue at
+    slots_warmup_s: float = 1.0
+    slots_window_s: float = 3.0
+    slots_base: str = ""  # an exported earlier tree, run side by side (--slots-base)
     scenarios: tuple[str, ...] = ("enqueue", "drain", "pickup", "backlog", "ablation", "cost",
-                                  "fleet", "processes", "async", "flow")
+                                  "fleet", "processes", "async", "start", "limit", "slots",
+                                  "flow")
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -88,4 +97,6 @@ def quick_settings() -> Settings:
         ablation_tasks=2_000, fleet_buckets=(1, 16), fleet_clients=(8, 32), fleet_tasks=8_000,
         worker_processes=(2,), worker_buckets=(16,), worker_tasks=2_000, churn_s=3.0,
         churn_rate=100.0, async_single_tasks=200, async_batches=(100,),
-        async_batched_tasks=10_000)
+        async_batched_tasks=10_000, start_tasks=5_000, limit_tasks=3_000,
+        slots_concurrency=(4, 64), slots_sleep_ms=(1,), slots_depth=2_000, slots_warmup_s=0.3,
+        slots_window_s=0.7)

@@ -137,15 +137,20 @@ def cmd_task(args: argparse.Namespace) -> int:
         return cli_ops.cmd_cancel(args)
     with _client(args) as client:
         info = client.get(args.id)
+        history = info.history if info is not None else tuple(client.attempts(args.id))
     if info is None:
         print(f"no task {args.id} (finished, purged or never enqueued)", file=sys.stderr)
-        return 1
-    for key, value in vars(info).items():
-        if key == "status":  # `state` says the same and tells scheduled from available
-            continue
-        shown = json.dumps(value, ensure_ascii=False) if key == "payload" else value
-        shown = redact(shown) if key == "last_error" and shown else shown
-        print(f"{key:>22}: {shown}")
+        if not history:
+            return 1
+    else:
+        for key, value in vars(info).items():
+            if key in ("status", "history"):  # `state` tells scheduled from available
+                continue
+            shown = json.dumps(value, ensure_ascii=False) if key == "payload" else value
+            shown = redact(shown) if key == "last_error" and shown else shown
+            print(f"{key:>22}: {shown}")
+    if history:
+        print(cli_ops.attempts_table(list(history)))
     return 0
 
 

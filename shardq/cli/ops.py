@@ -1,5 +1,5 @@
 """The operator's commands of the ``shardq`` CLI: ``stats``, ``top``, ``dashboard``,
-``queue pause|resume|purge|limit`` and ``task cancel`` (registered by
+``workers``, ``queue pause|resume|purge|limit`` and ``task cancel`` (registered by
 :func:`shardq.cli.main.build_parser`)."""
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from shardq.core.config import ClientConfig, add_arguments, from_arguments
 from shardq.core.errors import ConfigError, InvalidTask, UnknownQueue
+from shardq.core.redaction import redact
 from shardq.web.config import DashboardConfig, read_token
 
 if TYPE_CHECKING:
     from shardq.client import Client
+    from shardq.core.task import Attempt
 
 Handler = Callable[[argparse.Namespace], int]
 MAX_BUDGET_S = 86_400 * 365
@@ -97,6 +99,41 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     print(f"cancelled {done.task_id} ("
           + ("running: its handler is told at the next heartbeat" if done.was_running
              else "waiting: removed") + ")")
+    return 0
+
+
+def attempts_table(history: list[Attempt]) -> str:
+    """A task's attempts as a plain table: number, claimed, duration, outcome, worker,
+    error (its last line, redacted)."""
+    lines = ["attempts:", f"{'#':>4}  {'claimed at':<32}  {'took':>9}  {'outcome':<13}  "
+             "worker / error"]
+    for a in history:
+        took = "" if a.duration_s is None else f"{a.duration_s:.3f}s"
+        claimed = a.claimed_at.isoformat() if a.claimed_at else "-"
+        lines.append(f"{a.attempt:>4}  {claimed:<32}  {took:>9}  {a.outcome:<13}  "
+                     f"{a.worker or '-'}")
+        error = (a.error or "").strip().splitlines()
+        if error:
+            lines.append(f"{'':>66}{redact(error[-1])}")
+    return "\n".join(lines)
+
+
+def cmd_workers(args: argparse.Namespace) -> int:
+    """``shardq workers``: the registered worker processes, as a table or JSON lines."""
+    with _client(args) as client:
+        found = client.workers()
+    for w in found:
+        if args.json:
+            print(json.dumps({"id": str(w.id), "name": w.name, "host": w.host, "pid": w.pid,
+                              "queues": w.queues, "started_at": w.started_at.isoformat(),
+                              "last_seen_at": w.last_seen_at.isoformat(), "alive": w.alive,
+                              "holding": w.holding}))
+        else:
+            print(f"{w.name:<28} {'alive' if w.alive else 'stale':<6} holding {w.holding:>5}  "
+                  f"last seen {w.last_seen_at.isoformat()}  queues {','.join(w.queues)}  "
+                  f"{w.id}")
+    if not found and not args.json:
+        print("no workers registered", file=sys.stderr)
     return 0
 
 
@@ -200,6 +237,10 @@ def add_commands(sub: Any,
     p = command("dashboard", cmd_dashboard, "serve the web dashboard: queues, dead letters, "
                 "tasks and a JSON API (pip install 'shardq[web]')")
     add_arguments(p, DashboardConfig)
+
+    p = command("workers", cmd_workers, "the worker processes: alive or stale, the tasks "
+                                        "each holds, when each was last seen")
+    p.add_argument("--json", action="store_true", help="JSON lines for scripts")
 
     p = command("top", cmd_top, "a live view of every queue, refreshed every second (q quits)")
     p.add_argument("--slo-s", type=budget, default=0.0,

@@ -88,6 +88,16 @@ class ClientConfig:
         None, "the janitor deletes tasks dead for longer than this (none: keep them)",
         low=1, high=MAX_DELAY_S, tuning=True,
     )
+    attempts_kept_per_task: int = setting(
+        20, "attempts of a task kept in its history (the latest; a task that succeeds at "
+        "once records none)", low=1, high=10_000, tuning=True)
+    attempts_retention_s: float = setting(
+        7 * DAY_S, "the janitor deletes attempts that ended longer ago than this",
+        low=1, high=MAX_DELAY_S, tuning=True)
+    worker_stale_s: float = setting(
+        60.0, "a worker not seen for this long is no longer listed as alive (the janitor "
+        "deletes its row); workers refresh theirs every quarter of it",
+        low=1, high=DAY_S, tuning=True)
     notify: bool = setting(
         True, "NOTIFY listening workers on enqueue, so they start at once (PostgreSQL)",
         tuning=True)

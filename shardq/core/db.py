@@ -173,6 +173,18 @@ class Database:
         except psycopg.Error as exc:
             raise first_contact_error(exc, self.dsn) from exc
 
+    def open_connections(self, count: int) -> None:
+        """Keep ``count`` connections open (at most the pool's size), opening the missing
+        ones now, side by side on the pool's worker threads, without waiting for them.
+
+        A worker's claimers, completer, lease keeper and janitors each want a
+        connection from their first step; grown on demand, the pool would open them
+        one after the other while the first claims wait.
+        """
+        count = min(count, self.pool.max_size)
+        if count > self.pool.min_size:
+            self.pool.resize(count, self.pool.max_size)
+
     def finish_within(self, seconds: float) -> None:
         """Give up on any work (and retries) that would end later than ``seconds`` from
         now, work already under way included: for a shutdown that must end in time

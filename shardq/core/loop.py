@@ -107,7 +107,11 @@ class Loop(ABC, Generic[R]):
 
     def wake(self) -> None:
         """End the current wait early: there may be work."""
-        self._wake.set()
+        # Handler slots call this for every task they finish while the loop is behind:
+        # setting a set Event still takes its lock.  Skipping is safe: the flag is
+        # cleared before a step, so a set one means the next step is yet to begin.
+        if not self._wake.is_set():
+            self._wake.set()
 
     @property
     def running(self) -> bool:

@@ -20,6 +20,7 @@ for).
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeAlias, TypeVar
 
@@ -110,13 +111,15 @@ class Plan(Generic[T]):
     retried after a serialization failure, or after a lost connection when
     ``idempotent`` (running it again cannot apply it twice).  ``wait_s`` is how long
     its :class:`Wait` requests may take in all, which the runner adds to the plan's
-    deadline.
+    deadline.  ``around`` is a context the client runs the plan in, retries and all: an
+    enqueue's span when a tracer is installed (:mod:`shardq.core.tracing`).
     """
 
     steps: Callable[[], Steps[T]]
     conn: Any = None
     idempotent: bool = True
     wait_s: float = 0.0
+    around: AbstractContextManager[object] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,6 +71,8 @@ FRAGMENTS = {
     "sample_states": "sample_states",
     "notified": "batch_notify",
     "results_notify": "results_notify",
+    "attempts_add": "attempts_add",
+    "rescue_ended": "rescue_ended",
 }
 
 

@@ -62,10 +62,12 @@ class Statements:
                               identifiers=tuple(sorted((identifiers or {}).items())))
 
     def params(self, **values: Any) -> dict[str, Any]:
-        """Bound parameters: "now" from the clock and the backoff settings, then ``values``."""
+        """Bound parameters: "now" from the clock, the backoff settings and the attempts
+        each task keeps, then ``values``."""
         c = self.config
         return {"now": self.clock.now(), "backoff_base_s": c.backoff_base_s,
-                "backoff_cap_s": c.backoff_cap_s, "backoff_jitter": c.backoff_jitter, **values}
+                "backoff_cap_s": c.backoff_cap_s, "backoff_jitter": c.backoff_jitter,
+                "attempts_kept": c.attempts_kept_per_task, **values}
 
     def fetch(self, query: str | bytes, values: Mapping[str, Any] | None = None, *,
               row_factory: RowFactory[Any] | None = None) -> Fetch:

@@ -35,6 +35,9 @@ class Task:
     suspect: bool = False
     """The task's last lease expired without a result: it may have killed the worker
     that held it, so a worker runs it alone (see :mod:`shardq.worker.isolation`)."""
+    trace_context: str | None = None
+    """The W3C ``traceparent`` of the span that enqueued the task, when it was enqueued
+    under a tracer (see :mod:`shardq.contrib.opentelemetry`); else None."""
 
     @property
     def lease_expires_at(self) -> datetime:
@@ -74,6 +77,54 @@ class TaskInfo:
     """available, scheduled (available but not yet due), locked or dead."""
     group: str | None = None
     """The group it was enqueued in (``enqueue(..., group=...)``), if any."""
+    worker_id: UUID | None = None
+    """The worker whose claim holds the task, or held it last (None for a claim that
+    gave no worker identity)."""
+    history: tuple[Attempt, ...] = ()
+    """Its attempts, oldest first, the running one last (:meth:`Client.get` reads them;
+    task lists leave them out)."""
+
+    trace_context: str | None = None
+    """The W3C ``traceparent`` of the span that enqueued the task, if it was traced."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt of a task: when it was claimed, by which worker, how it ended.
+
+    ``outcome`` is one of ``acked``, ``failed``, ``lease_expired``, ``released``,
+    ``deferred``, ``cancelled``, ``dead`` (it failed, or its lease expired, and the task
+    is dead), or ``running`` for the attempt under way.  A task that succeeded at its
+    first attempt has none recorded.  The worker's name, host and pid are those it had
+    when the attempt ended (None for a claim made outside a worker).
+    """
+
+    attempt: int
+    """The claim's number: 1 for the task's first claim, counting every claim."""
+    outcome: str
+    claimed_at: datetime | None
+    ended_at: datetime | None
+    """None while it runs."""
+    error: str | None
+    worker_id: UUID | None
+    worker_name: str | None
+    worker_host: str | None
+    worker_pid: int | None
+
+    @property
+    def duration_s(self) -> float | None:
+        """How long the attempt held the task, from its claim to its end (None while it
+        runs)."""
+        if self.claimed_at is None or self.ended_at is None:
+            return None
+        return (self.ended_at - self.claimed_at).total_seconds()
+
+    @property
+    def worker(self) -> str | None:
+        """The worker as ``name (host, pid N)``, or its id when only that is known."""
+        if self.worker_name is not None:
+            return f"{self.worker_name} ({self.worker_host}, pid {self.worker_pid})"
+        return None if self.worker_id is None else str(self.worker_id)
 
 
 @dataclass(frozen=True)

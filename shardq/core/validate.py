@@ -141,6 +141,15 @@ def tasks(items: object) -> list[Task]:
 
 def task_id(value: object) -> UUID:
     """A task id: a UUID, or its text."""
+    return _uuid(value, "not a task id")
+
+
+def worker_id(value: object) -> UUID | None:
+    """A claim's worker identity: None (a claim outside a worker), or a UUID (or its text)."""
+    return None if value is None else _uuid(value, "not a worker id (a uuid)")
+
+
+def _uuid(value: object, complaint: str) -> UUID:
     if isinstance(value, UUID):
         return value
     if isinstance(value, str):
@@ -148,7 +157,7 @@ def task_id(value: object) -> UUID:
             return UUID(value)
         except ValueError:
             pass
-    raise InvalidTask(f"not a task id: {value!r:.80}")
+    raise InvalidTask(f"{complaint}: {value!r:.80}")
 
 
 def claim(bucket: int | None, bucket_count: int, limit: int, lease_s: float | None) -> None:

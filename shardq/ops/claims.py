@@ -33,25 +33,28 @@ def task_rows(queue: str, token: UUID) -> RowFactory[Task]:
     def factory(cursor: Any) -> RowMaker[Task]:
         def make(v: Sequence[Any]) -> Task:  # the RETURNED columns, by position
             return Task(v[0], queue, v[1], v[2], token, _decode(v[3])[0], v[4], v[5], v[6],
-                        v[7], v[8], v[9])
+                        v[7], v[8], v[9], v[10])
         return make
     return factory
 
 
 def claim_bucket(st: Statements, queue: str, bucket: int, *, limit: int,
-                 lease_s: float | None) -> Plan[list[Task]]:
-    """Claim up to ``limit`` eligible tasks of ``queue`` from one bucket (one statement)."""
+                 lease_s: float | None, worker_id: UUID | None = None) -> Plan[list[Task]]:
+    """Claim up to ``limit`` eligible tasks of ``queue`` from one bucket (one statement),
+    for the worker ``worker_id`` (recorded on the rows and in their attempts' history)."""
     validate.queue_name(queue)
     validate.claim(bucket, st.bucket_count, limit, lease_s)
-    return Plan(_claimer(st, queue, bucket, limit, lease_s))
+    return Plan(_claimer(st, queue, bucket, limit, lease_s, validate.worker_id(worker_id)))
 
 
 def claim(st: Statements, queue: str, start: int, *, limit: int,
-          lease_s: float | None) -> Plan[list[Task]]:
+          lease_s: float | None, worker_id: UUID | None = None) -> Plan[list[Task]]:
     """Claim up to ``limit`` eligible tasks of ``queue`` from the first bucket, from
-    ``start`` round, that has any (one statement per bucket visited)."""
+    ``start`` round, that has any (one statement per bucket visited), for the worker
+    ``worker_id``."""
     validate.queue_name(queue)
     validate.claim(None, st.bucket_count, limit, lease_s)
+    holder = validate.worker_id(worker_id)
     n = st.bucket_count
     # Each bucket's claim is made when first visited (most calls visit one), and kept:
     # a retry visits it again under the same lease token.
@@ -60,7 +63,7 @@ def claim(st: Statements, queue: str, start: int, *, limit: int,
     def steps() -> Steps[list[Task]]:
         for bucket in ((start + step) % n for step in range(n)):
             if bucket not in made:
-                made[bucket] = _claimer(st, queue, bucket, limit, lease_s)
+                made[bucket] = _claimer(st, queue, bucket, limit, lease_s, holder)
             tasks = yield from made[bucket]()
             if tasks:
                 return tasks
@@ -70,13 +73,14 @@ def claim(st: Statements, queue: str, start: int, *, limit: int,
 
 
 def _claimer(st: Statements, queue: str, bucket: int, limit: int,
-             lease_s: float | None) -> Callable[[], Steps[list[Task]]]:
+             lease_s: float | None, worker_id: UUID | None) -> Callable[[], Steps[list[Task]]]:
     """The steps of one bucket's claim, run afresh on each attempt."""
     lease = lease_s if lease_s is not None else st.config.lease_s
     # One lease token for the whole claim, made here: a claim whose reply was lost
     # after the server committed finds what it took by it (claim_recover).
     token = uuid4()
-    params = st.params(queue=queue, bucket=bucket, lease_s=lease, token=token)
+    params = st.params(queue=queue, bucket=bucket, lease_s=lease, token=token,
+                       worker_id=worker_id)
     rows = task_rows(queue, token)
     take = Fetch(st.query("claim", limit), params, rows)
     recover = Fetch(st.query("claim_recover"), params, rows)

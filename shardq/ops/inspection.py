@@ -4,6 +4,7 @@ figures are :mod:`shardq.ops.queuestats`).  Each read is a
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -14,10 +15,12 @@ from shardq.core import validate
 from shardq.core.plan import Plan, Steps, plan
 from shardq.core.statements import Statements
 from shardq.core.task import TaskInfo
+from shardq.ops import attempts
 
 
 def get(st: Statements, task_id: UUID | str) -> Plan[TaskInfo | None]:
-    """Everything stored about one task, or None if it is gone (finished or purged).
+    """Everything stored about one task, its attempts included, or None if it is gone
+    (finished or purged; :func:`shardq.ops.attempts.attempts` still reads its attempts).
 
     Where the id names its bucket (PostgreSQL) the lookup stays in that bucket.
     """
@@ -26,7 +29,10 @@ def get(st: Statements, task_id: UUID | str) -> Plan[TaskInfo | None]:
 
     def steps() -> Steps[TaskInfo | None]:
         rows = yield st.fetch("get", values, row_factory=dict_row)
-        return info(rows[0]) if rows else None
+        if not rows:
+            return None
+        history = attempts.read((yield st.fetch("attempts_list", {"id": tid})))
+        return dataclasses.replace(info(rows[0]), history=tuple(history))
 
     return plan(steps)
 

@@ -1,5 +1,6 @@
-"""The janitor: rescues tasks whose lease expired, applies due priority head starts, and
-deletes dead tasks and kept results past their retention.
+"""The janitor: rescues tasks whose lease expired, applies due priority head starts,
+deletes dead tasks, kept results and attempts past their retention, and forgets workers
+not seen for ``worker_stale_s``.
 
 It is separate from the claimers and safe to run in several processes at once:
 every statement takes its rows with ``FOR UPDATE SKIP LOCKED`` and re-checks
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Any, Protocol
 
 from shardq.core import validate
@@ -18,7 +19,7 @@ from shardq.core.config import DAY_S
 from shardq.core.errors import InvalidTask
 from shardq.core.loop import Loop
 from shardq.core.statements import Statements
-from shardq.ops import history
+from shardq.ops import attempts, history, workers
 
 
 @dataclass(frozen=True)
@@ -35,16 +36,19 @@ class JanitorReport:
     """Dead tasks deleted because they were older than the retention."""
     expired_results: int = 0
     """Kept results deleted because their ``keep_result_s`` had passed."""
+    expired_attempts: int = 0
+    """Attempts deleted because they ended longer than ``attempts_retention_s`` ago."""
+    stale_workers: int = 0
+    """Workers' rows deleted because they were not seen for ``worker_stale_s``."""
 
     def __add__(self, other: JanitorReport) -> JanitorReport:
-        return JanitorReport(self.rescued + other.rescued, self.dead + other.dead,
-                             self.promoted + other.promoted, self.purged + other.purged,
-                             self.expired_results + other.expired_results)
+        return JanitorReport(*(a + b for a, b in zip(astuple(self), astuple(other),
+                                                     strict=True)))
 
     @property
     def total(self) -> int:
         """Rows changed in the pass."""
-        return self.rescued + self.dead + self.promoted + self.purged + self.expired_results
+        return sum(astuple(self))
 
 
 def _drain(st: Statements, name: str, bucket: int | None,
@@ -78,15 +82,18 @@ def _expired(rows: list[tuple[Any, ...]]) -> JanitorReport:
     return JanitorReport(expired_results=len(rows))
 
 
-PRUNE_EVERY_S = 60.0  # old throughput counts are few: folding them once a minute is plenty
+# Old throughput counts, attempts and workers' rows are few, or expire in days or
+# minutes: seeing to them once a minute is plenty.
+PRUNE_EVERY_S = 60.0
 
 
 def janitor_pass(st: Statements, *, prune: bool = True) -> JanitorReport:
     """One pass over every bucket of the schema, then over the expired results (and, with
-    ``prune``, fold old throughput counts into minutes: :func:`shardq.ops.history.fold`)."""
+    ``prune``, fold old throughput counts into minutes, :func:`shardq.ops.history.fold`,
+    delete expired attempts and forget stale workers)."""
+    report = JanitorReport()
     if prune:
         history.fold(st)
-    report = JanitorReport()
     for bucket in range(st.bucket_count):
         report += _drain(st, "janitor_promote", bucket, _promoted)
         report += _drain(st, "janitor_rescue", bucket, _rescued)
@@ -94,7 +101,13 @@ def janitor_pass(st: Statements, *, prune: bool = True) -> JanitorReport:
             report += _drain(st, "janitor_rescue_keyed", bucket, _rescued)
         if st.config.dead_retention_s is not None:
             report += _drain(st, "janitor_purge_dead", bucket, _purged)
-    return report + _drain(st, "janitor_results", None, _expired)
+    report += _drain(st, "janitor_results", None, _expired)
+    if prune:
+        # Workers are forgotten last: the rescues above still copied the names of the
+        # dead ones into the attempts they ended.
+        report += JanitorReport(expired_attempts=attempts.purge(st),
+                                stale_workers=workers.prune(st))
+    return report
 
 
 class HasStatements(Protocol):

@@ -94,8 +94,9 @@ def _task_ids(keys: Sequence[str | None], last: dict[str, int], ids: dict[int, U
 def putback(st: Statements, tasks: Sequence[Task], *, run_at: Sequence[Any],
             delays_s: Sequence[float | None], use_backoff: Sequence[bool],
             errors: Sequence[str | None], keep_errors: bool,
-            attempt_change: int) -> Steps[set[UUID]]:
-    """Put claimed keyed tasks back in line (merging follow-ups); returns the ids done."""
+            attempt_change: int, outcome: str) -> Steps[set[UUID]]:
+    """Put claimed keyed tasks back in line (merging follow-ups), recording each attempt
+    with ``outcome`` (failed, released or deferred); returns the ids done."""
     st.dialect.require_keyed_tasks()
     # Key order, as in enqueue_rows, so a batch and a concurrent enqueue batch lock the
     # follow-ups they share in the same order.
@@ -107,5 +108,6 @@ def putback(st: Statements, tasks: Sequence[Task], *, run_at: Sequence[Any],
     rows = yield st.fetch("requeue_keyed", {
         **addresses(tasks), "run_ats": list(run_at), "delays_s": list(delays_s),
         "use_backoff": list(use_backoff), "errors": list(errors),
-        "keep_errors": [keep_errors] * n, "attempt_changes": [attempt_change] * n})
+        "keep_errors": [keep_errors] * n, "attempt_changes": [attempt_change] * n,
+        "outcome": outcome})
     return {row[0] for row in rows}

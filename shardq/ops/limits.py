@@ -137,19 +137,21 @@ def _control(row: Sequence[Any]) -> Control:
 
 
 def claim_turn(st: Statements, queue: str, bucket: int, *, after: str | None,
-               control: Control, limit: int, lease_s: float | None) -> Plan[Turn]:
+               control: Control, limit: int, lease_s: float | None,
+               worker_id: UUID | None = None) -> Plan[Turn]:
     """One controlled claim of up to ``limit`` tasks of ``queue``: the ungrouped tasks
     of ``bucket`` when ``after`` is None (or no group follows it), else the next group
     after ``after`` that has waiting tasks.  ``control`` (a worker's cached view) only
-    chooses the statements: every limit is read and kept by the database."""
+    chooses the statements: every limit is read and kept by the database.  ``worker_id``
+    as for :func:`shardq.ops.claims.claim`."""
     validate.queue_name(queue)
     validate.claim(bucket, st.bucket_count, limit, lease_s)
-    return plan(_turn(st, queue, bucket, after, control, limit, lease_s))
+    return plan(_turn(st, queue, bucket, after, control, limit, lease_s, worker_id))
 
 
 def _turn(st: Statements, queue: str, bucket: int, after: str | None, control: Control,
-          limit: int, lease_s: float | None, token: UUID | None = None
-          ) -> Callable[[], Steps[Turn]]:
+          limit: int, lease_s: float | None, worker_id: UUID | None,
+          token: UUID | None = None) -> Callable[[], Steps[Turn]]:
     """The steps of :func:`claim_turn`, run afresh on each attempt (``token``: the
     lease token of the claims, by default one of its own)."""
     lease = lease_s if lease_s is not None else st.config.lease_s
@@ -181,7 +183,7 @@ def _turn(st: Statements, queue: str, bucket: int, after: str | None, control: C
         key = (group, size)
         if key not in attempts:
             attempts[key] = _limited(st, queue, bucket, group, control, spent, size,
-                                     lease, token)
+                                     lease, token, worker_id)
         tasks = yield from attempts[key]()
         yield from rates.refund(st, queue, group, spent, len(tasks))
         return Turn(tasks, cursor)
@@ -190,12 +192,13 @@ def _turn(st: Statements, queue: str, bucket: int, after: str | None, control: C
 
 
 def claim_any(st: Statements, queue: str, start: int, *, limit: int, lease_s: float | None,
-              cursors: dict[str, str | None]) -> Plan[list[Task]]:
+              cursors: dict[str, str | None], worker_id: UUID | None = None
+              ) -> Plan[list[Task]]:
     """:func:`shardq.ops.claims.claim` for any queue: a queue under flow control is
     claimed a turn at a time (its groups in name order, then its ungrouped tasks
     bucket by bucket from ``start``) until a turn takes tasks.  ``cursors`` keeps,
     per queue, where the caller's next turn starts (see :class:`Turn`)."""
-    plain = claims.claim(st, queue, start, limit=limit, lease_s=lease_s)
+    plain = claims.claim(st, queue, start, limit=limit, lease_s=lease_s, worker_id=worker_id)
     n = st.bucket_count
     token = uuid4()  # one for every turn of every attempt: a retry recovers by it
     tries = 0
@@ -218,7 +221,7 @@ def claim_any(st: Statements, queue: str, start: int, *, limit: int, lease_s: fl
         for step in range(n + (MAX_GROUP_TURNS if control.grouped else 0)):
             bucket = (start + step) % n
             turn = yield from _turn(st, queue, bucket, after, control, limit, lease_s,
-                                    token)()
+                                    worker_id, token)()
             after = cursors[queue] = turn.after
             if turn.tasks:
                 return turn.tasks
@@ -245,8 +248,8 @@ def _recover(st: Statements, queue: str, token: UUID) -> Fetch:
 
 
 def _limited(st: Statements, queue: str, bucket: int, group: str | None, control: Control,
-             spent: rates.Spent, size: int, lease_s: float,
-             token: Any) -> Callable[[], Steps[list[Task]]]:
+             spent: rates.Spent, size: int, lease_s: float, token: Any,
+             worker_id: UUID | None) -> Callable[[], Steps[list[Task]]]:
     """The steps of one limited claim (``claim_limited``) of ``group`` (None: the
     ungrouped tasks of ``bucket``), recovered by ``token`` when retried."""
     if group is not None:
@@ -257,7 +260,7 @@ def _limited(st: Statements, queue: str, bucket: int, group: str | None, control
                  "claim_slots": "claim_slots_taken",
                  "group_free": "group_free" if group is not None else "group_free_none"}
     params = st.params(queue=queue, bucket=bucket, group=group, lease_s=lease_s,
-                       token=token, buckets=list(range(st.bucket_count)))
+                       token=token, buckets=list(range(st.bucket_count)), worker_id=worker_id)
     rows = task_rows(queue, token)
     take = Fetch(st.query("claim_limited", size, fragments=fragments), params, rows)
     recover = Fetch(st.query("claim_recover_any"), params, rows)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import dataclasses
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from itertools import pairwise
-from typing import Any
+from typing import Any, TypeVar
 
 from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
 
-from shardq.core import validate
+from shardq.core import tracing, validate
 from shardq.core.plan import Atomic, CopyIn, Plan, Steps, done
 from shardq.core.statements import Statements
 from shardq.core.task import TaskId
@@ -27,10 +28,12 @@ written 1.04x as fast on PostgreSQL 18 and 1.03x on 15."""
 # the number of fields and each field's length and bytes; -1 ends the data.
 BINARY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
 BINARY_TRAILER = (-1).to_bytes(2, signed=True)
-FIELDS = (9).to_bytes(2)  # the columns of sql/copy_tasks.sql
+FIELDS = (10).to_bytes(2)  # the columns of sql/copy_tasks.sql
 UUID_LENGTH, INT4_LENGTH, TIMESTAMP_LENGTH = (16).to_bytes(4), (4).to_bytes(4), (8).to_bytes(4)
 JSONB_VERSION = b"\x01"
+NULL_FIELD = (-1).to_bytes(4, signed=True)
 PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+T = TypeVar("T")
 
 
 def _as_is(text: str) -> str:
@@ -51,8 +54,26 @@ def placement(st: Statements, queue: str, delay_s: float | None, run_at: datetim
         queue=validate.queue_name(queue), delay_s=delay_s, run_at=run_at,
         priority=validate.priority(priority),
         max_attempts=validate.max_attempts(max_attempts, st.config.max_attempts),
-        notify=st.config.notify, group=validate.group(group),
+        notify=st.config.notify, group=validate.group(group), trace_context=None,
     )
+
+
+def traced(params: dict[str, Any], count: int, make: Callable[[dict[str, Any]], Plan[T]],
+           task_id: TaskId | None = None) -> Plan[T]:
+    """The plan ``make`` makes of ``params``; with a tracer installed, an enqueue span of
+    ``count`` tasks (or of ``task_id``, when known beforehand) is begun first, its trace
+    context goes into the params (stored with the tasks), and the plan runs inside it
+    (:attr:`Plan.around`)."""
+    tracer = tracing.tracer
+    if tracer is None:
+        return make(params)
+    span = tracer.publish(params["queue"], count, task_id)
+    try:
+        plan = make({**params, "trace_context": span.context})
+    except BaseException as exc:  # an argument refused: the span ends with the error
+        span.end(exc)
+        raise
+    return dataclasses.replace(plan, around=span)
 
 
 def enqueue(st: Statements, params: dict[str, Any], payload: Any, key: str | None,
@@ -60,17 +81,21 @@ def enqueue(st: Statements, params: dict[str, Any], payload: Any, key: str | Non
     """Add one task placed by ``params`` (see :func:`placement`); returns its id."""
     text = validate.payload_json(payload, st.config.max_payload_bytes)
     if key is not None:
-        return first(keys.enqueue_rows(st, conn, params, [key], [text]))
+        return traced(params, 1, lambda p: first(keys.enqueue_rows(st, conn, p, [key], [text])))
     # The id is made here so that a retry after a lost reply names the same task:
     # the statement then inserts nothing (ON CONFLICT (id) DO NOTHING).
     (task_id,) = st.dialect.new_ids(1)
-    request = st.fetch("enqueue", {**params, "id": task_id, "payload": jsonb(text)})
 
-    def steps() -> Steps[TaskId]:
-        yield request
-        return task_id
+    def make(p: dict[str, Any]) -> Plan[TaskId]:
+        request = st.fetch("enqueue", {**p, "id": task_id, "payload": jsonb(text)})
 
-    return Plan(steps, conn)
+        def steps() -> Steps[TaskId]:
+            yield request
+            return task_id
+
+        return Plan(steps, conn)
+
+    return traced(params, 1, make, task_id)
 
 
 def enqueue_many(st: Statements, params: dict[str, Any], payloads: Iterable[Any],
@@ -86,26 +111,31 @@ def enqueue_many(st: Statements, params: dict[str, Any], payloads: Iterable[Any]
     n = len(items)
     if task_keys is not None and any(k is not None for k in
                                      validate.parallel("keys", task_keys, n)):
-        return keys.enqueue_rows(st, conn, params, list(task_keys), items.texts(0, n))
+        return traced(params, n, lambda p: keys.enqueue_rows(st, conn, p, list(task_keys),
+                                                             items.texts(0, n)))
     if not n:
         return done([])
     ids = NewIds(st.dialect.new_id_values(n))
     if not st.dialect.copy:
         items.texts(0, n)  # a bad payload fails the call before a transaction starts
     writer = _copy_tasks if st.dialect.copy else _insert_tasks
-    tries = 0
 
-    def steps() -> Steps[list[TaskId]]:
-        nonlocal tries
-        tries += 1
-        try:
-            yield Atomic(lambda: writer(st, params, ids, items))
-        except UniqueViolation:
-            if tries == 1 or conn is not None:
-                raise
-        return ids.objects()
+    def make(p: dict[str, Any]) -> Plan[list[TaskId]]:
+        tries = 0
 
-    return Plan(steps, conn)
+        def steps() -> Steps[list[TaskId]]:
+            nonlocal tries
+            tries += 1
+            try:
+                yield Atomic(lambda: writer(st, p, ids, items))
+            except UniqueViolation:
+                if tries == 1 or conn is not None:
+                    raise
+            return ids.objects()
+
+        return Plan(steps, conn)
+
+    return traced(params, n, make)
 
 
 def first(ids: Plan[list[TaskId]]) -> Plan[TaskId]:
@@ -184,7 +214,7 @@ def _copy_tasks(st: Statements, params: dict[str, Any], ids: NewIds,
     head = FIELDS + UUID_LENGTH
     tail = (_timestamp(p["exec_time"]) + _int4(p["priority"])
             + _int4(p["pending_head_start_s"]) + _int4(p["max_attempts"])
-            + _timestamp(p["now"]) + _text(p["group"]))
+            + _timestamp(p["now"]) + _text(p["group"]) + _text(p["trace_context"]))
     queue_field = len(queue).to_bytes(4) + queue
 
     def rows(first: int, last: int) -> bytes:
@@ -222,17 +252,17 @@ def _timestamp(value: datetime) -> bytes:
                                + delta.microseconds).to_bytes(8, signed=True)
 
 
-def _text(value: str | None) -> bytes:
-    """A text field, or NULL (length -1)."""
-    if value is None:
-        return (-1).to_bytes(4, signed=True)
-    data = value.encode()
-    return len(data).to_bytes(4) + data
-
-
 def _int4(value: int) -> bytes:
     """An int4 field."""
     return INT4_LENGTH + int(value).to_bytes(4, signed=True)
+
+
+def _text(value: str | None) -> bytes:
+    """A text field, or NULL."""
+    if value is None:
+        return NULL_FIELD
+    data = value.encode()
+    return len(data).to_bytes(4) + data
 
 
 def _insert_tasks(st: Statements, params: dict[str, Any], ids: NewIds,

@@ -73,7 +73,7 @@ def nack(st: Statements, tasks: Sequence[Task], errors: Sequence[str | None] | N
         lambda group: keys.putback(
             st, group, run_at=[None] * len(group), delays_s=[delays[i] for i in merge],
             use_backoff=[delays[i] is None for i in merge], errors=[errs[i] for i in merge],
-            keep_errors=False, attempt_change=0))
+            keep_errors=False, attempt_change=0, outcome="failed"))
 
 
 def defer(st: Statements, tasks: Sequence[Task], delay_s: float | None,
@@ -81,15 +81,18 @@ def defer(st: Statements, tasks: Sequence[Task], delay_s: float | None,
     """Give tasks back without penalty, not to run before ``run_at`` / ``delay_s`` from now."""
     tasks = validate.tasks(tasks)
     delay_s, run_at = validate.schedule(delay_s, run_at)
+    # The attempt's record says which: back in line at once, or for later.
+    outcome = "released" if run_at is None and not delay_s else "deferred"
     merge = [i for i, t in enumerate(tasks) if t.key is not None]
     return _split(
         st, tasks, merge,
         lambda rest: ("requeue_many", {"run_ats": [run_at] * len(rest),
-                                       "delays_s": [delay_s or 0.0] * len(rest)}),
+                                       "delays_s": [delay_s or 0.0] * len(rest),
+                                       "outcome": outcome}),
         lambda group: keys.putback(
             st, group, run_at=[run_at] * len(group), delays_s=[delay_s] * len(group),
             use_backoff=[False] * len(group), errors=[None] * len(group), keep_errors=True,
-            attempt_change=-1))
+            attempt_change=-1, outcome=outcome))
 
 
 def extend(st: Statements, tasks: Sequence[Task], by_s: float | Sequence[float]) -> Plan[None]:

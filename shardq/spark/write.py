@@ -47,7 +47,8 @@ def write_tasks(df: Any, *, url: str | None = None, dsn: str | None = None,
                 mode: str = "append", batch_size: int | None = None,
                 num_partitions: int | None = None, id_columns: Sequence[str] | None = None,
                 id_namespace: uuid.UUID | None = None,
-                jdbc_options: Mapping[str, str] | None = None) -> WriteResult:
+                jdbc_options: Mapping[str, str] | None = None,
+                trace_context: frame.ColumnLike | None = None) -> WriteResult:
     """Write one task per row of ``df`` with Spark's JDBC writer.
 
     - ``dsn``: the database, a libpq URL (``postgresql://user:pass@host:5432/db``;
@@ -64,6 +65,10 @@ def write_tasks(df: Any, *, url: str | None = None, dsn: str | None = None,
       takes its payload and keeps the earlier place in line.
     - ``group``: one group for every row (a name), or a Column of each row's group (nulls:
       none), the unit of fairness and of per-group limits (:meth:`shardq.Client.set_limits`).
+    - ``trace_context``: a string column of W3C ``traceparent`` values (``F.lit(...)``
+      for one), stored with the tasks: with tracing on, each handler's span joins that
+      trace (see :mod:`shardq.contrib.opentelemetry`).  Not part of a task's default
+      idempotent id.
     - ``mode="append"``: plain rows (no key, run_at or priority) go straight into
       shardq.tasks, one transaction per partition; others through an unlogged staging
       table merged in one transaction.  ``mode="idempotent"``: every row gets a
@@ -85,7 +90,7 @@ def write_tasks(df: Any, *, url: str | None = None, dsn: str | None = None,
                        mode=mode,
                        batch_size=batch_size, num_partitions=num_partitions,
                        id_columns=id_columns, id_namespace=id_namespace,
-                       jdbc_options=jdbc_options)
+                       jdbc_options=jdbc_options, trace_context=trace_context)
 
 
 def write_frame(df: Any, *, url: str | None, dsn: str | None, queue: frame.ColumnLike,
@@ -96,7 +101,8 @@ def write_frame(df: Any, *, url: str | None, dsn: str | None, queue: frame.Colum
                 batch_size: int | None, num_partitions: int | None,
                 id_columns: Sequence[str] | None, id_namespace: uuid.UUID | None,
                 jdbc_options: Mapping[str, str] | None,
-                batch: uuid.UUID | None = None) -> WriteResult:
+                batch: uuid.UUID | None = None,
+                trace_context: frame.ColumnLike | None = None) -> WriteResult:
     """:func:`write_tasks` with its arguments checked; ``batch`` (a stream's micro-batch
     ledger id) makes the staged merge all-or-nothing on that id (``mode="idempotent"``,
     ids from ``id_columns``, which then need not be unique beyond the batch)."""
@@ -115,8 +121,10 @@ def write_frame(df: Any, *, url: str | None, dsn: str | None, queue: frame.Colum
         direct = mode == "append" and key is None and run_at is None and not priority
         tasks = _task_frame(F, df, queue=queue, payload=payload, run_at=run_at,
                             priority=priority, key=key, max_attempts=max_attempts,
-                            group=group, default_max_attempts=config.max_attempts, direct=direct,
-                            ids=(id_columns, id_namespace) if mode == "idempotent" else None)
+                            group=group, default_max_attempts=config.max_attempts,
+                            direct=direct,
+                            ids=(id_columns, id_namespace) if mode == "idempotent" else None,
+                            trace_context=trace_context)
         tasks = _partitioned(tasks, num_partitions)
 
         def save(table: str) -> None:
@@ -184,17 +192,22 @@ def _addresses(url: str | None, dsn: str | None,
 
 def _task_frame(F: Any, df: Any, *, queue: Any, payload: Any, run_at: Any, priority: Any,
                 key: Any, max_attempts: Any, group: Any, default_max_attempts: int,
-                direct: bool,
-                ids: tuple[Sequence[str] | None, uuid.UUID | None] | None) -> Any:
-    """``df`` as the columns of shardq.tasks (direct) or of a staging table."""
+                direct: bool, ids: tuple[Sequence[str] | None, uuid.UUID | None] | None,
+                trace_context: Any) -> Any:
+    """``df`` as the columns of shardq.tasks (direct) or of a staging table; the group and
+    the trace context are columns only when given (both tables take NULL without them)."""
     base = {
         "queue": frame.queue_column(F, df, queue),
         "payload": frame.payload_column(F, df, payload),
         "max_attempts": frame.int_column(F, df, max_attempts, "max_attempts",
                                          default_max_attempts),
     }
+    optional = [n for n, v in (("task_group", group), ("trace_context", trace_context))
+                if v is not None]
     if group is not None:
         base["task_group"] = frame.group_column(F, group)
+    if trace_context is not None:
+        base["trace_context"] = frame.column(F, df, trace_context, "trace_context").cast("string")
     if direct:
         return df.select(*[col.alias(name) for name, col in base.items()])
     base["seq"] = F.monotonically_increasing_id()
@@ -204,7 +217,7 @@ def _task_frame(F: Any, df: Any, *, queue: Any, payload: Any, run_at: Any, prior
                          else frame.utc_micros(F, df, run_at, "run_at"))
     base["priority"] = frame.int_column(F, df, priority, "priority", 0)
     names = ["seq", "queue", "key", "payload", "run_at_us", "priority", "max_attempts",
-             *(["task_group"] if group is not None else [])]
+             *optional]
     if ids is None:
         return df.select(*[base[n].alias(n) for n in names])
     id_columns, namespace = ids

@@ -1,7 +1,8 @@
 """The JSON API behind the pages.
 
-Reads: ``GET /api/queues``, ``/api/queues/{name}``, ``/api/tasks/{id}``,
-``/api/throughput[?queue=]``.  Actions (served only with a token, each needing
+Reads: ``GET /api/queues``, ``/api/queues/{name}``, ``/api/tasks/{id}`` (its
+``history`` holds its attempts), ``/api/tasks/{id}/attempts`` (a finished task's too),
+``/api/workers``, ``/api/throughput[?queue=]``.  Actions (served only with a token, each needing
 ``Authorization: Bearer <token>``): ``POST /api/queues/{name}/pause|resume|purge``,
 ``POST /api/dead/retry|purge`` with ``{"queue": ...}`` or ``{"ids": [...]}``, and
 ``POST /api/tasks/{id}/cancel``.  Actions answer ``{"message", "count", "more"}``;
@@ -22,7 +23,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from shardq.core.statements import Statements
-from shardq.ops import history, inspection, queuestats
+from shardq.ops import attempts, history, inspection, queuestats, workers
 from shardq.web import actions, reads
 from shardq.web.context import Context, context
 
@@ -49,6 +50,19 @@ def get_task(request: Request) -> JSONResponse:
     if task is None:
         raise HTTPException(404, "no such task (finished, purged or never enqueued)")
     return JSONResponse(reads.task_json(task, ctx.hide_payloads))
+
+
+def get_attempts(request: Request) -> JSONResponse:
+    """A task's attempts, which outlive it (an empty list when none are kept)."""
+    st = context(request).st
+    found = st.perform(attempts.attempts(st, request.path_params["id"]))
+    return JSONResponse({"attempts": [reads.plain(dataclasses.asdict(a)) for a in found]})
+
+
+def get_workers(request: Request) -> JSONResponse:
+    """The registered workers, alive or stale, with the tasks each holds."""
+    st = context(request).st
+    return JSONResponse({"workers": reads.workers_json(st.perform(workers.listing(st)))})
 
 
 def get_throughput(request: Request) -> JSONResponse:
@@ -123,6 +137,8 @@ READS = [
     Route("/api/queues", get_queues),
     Route("/api/queues/{name}", get_queue),
     Route("/api/tasks/{id}", get_task),
+    Route("/api/tasks/{id}/attempts", get_attempts),
+    Route("/api/workers", get_workers),
     Route("/api/throughput", get_throughput),
 ]
 ACTIONS = [

@@ -19,7 +19,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
-from shardq.ops import figures, history, inspection, limitstext, queuestats
+from shardq.ops import attempts, figures, history, inspection, limitstext, queuestats, workers
 from shardq.web import actions, chart, reads
 from shardq.web.auth import COOKIE
 from shardq.web.context import Context, context
@@ -76,12 +76,24 @@ def task_find(request: Request) -> Response:
 
 
 def task_page(request: Request) -> Response:
-    """One task: state, payload, history, lease."""
+    """One task: state, payload, history, attempts, lease.  A task that is gone (it
+    finished, or was cancelled or purged) shows the attempts it left, if any."""
     st = context(request).st
     task = st.perform(inspection.get(st, request.path_params["id"]))
     if task is None:
-        raise HTTPException(404, "no such task: it finished, was purged, or never existed")
-    return render(request, "task.html", {"task": task, "events": timeline(task)})
+        history = st.perform(attempts.attempts(st, request.path_params["id"]))
+        if not history:
+            raise HTTPException(404, "no such task: it finished, was purged, or never existed")
+        return render(request, "task_gone.html", {"task_id": request.path_params["id"],
+                                                  "history": history})
+    return render(request, "task.html", {"task": task, "events": timeline(task),
+                                         "history": task.history})
+
+
+def workers_page(request: Request) -> Response:
+    """The worker processes: alive or stale, what each holds, when each was last seen."""
+    st = context(request).st
+    return render(request, "workers.html", {"workers": st.perform(workers.listing(st))})
 
 
 def chart_svg(request: Request) -> Response:
@@ -215,6 +227,7 @@ READS = [
     Route("/fragments/queues/{name}", queue_figures, name="queue_figures"),
     Route("/tasks", task_find, name="task_find"),
     Route("/tasks/{id}", task_page, name="task"),
+    Route("/workers", workers_page, name="workers"),
     Route("/chart.svg", chart_svg, name="chart"),
 ]
 ACTIONS = [

@@ -24,6 +24,7 @@ from shardq.core.statements import Statements
 from shardq.core.task import TaskInfo
 from shardq.ops import history, inspection, queuestats
 from shardq.ops.queuestats import QueueStats
+from shardq.ops.workers import WorkerInfo
 
 LIST_ROWS = 20  # tasks in each list of a queue's page
 # Threads that run a page's reads at once (each holds a pooled connection meanwhile).
@@ -83,7 +84,7 @@ def payload_bytes(payload: Any) -> int:
 def task_json(task: TaskInfo, hide_payloads: bool) -> dict[str, Any]:
     """A task's record as JSON-ready values; with ``hide_payloads``, its payload's size
     (``payload_bytes``) instead of the payload."""
-    out = {k: _plain(v) for k, v in dataclasses.asdict(task).items()}
+    out = {k: plain(v) for k, v in dataclasses.asdict(task).items()}
     if hide_payloads:
         out["payload_bytes"] = payload_bytes(out.pop("payload"))
     return out
@@ -104,9 +105,19 @@ def minutes_json(minutes: list[history.Minute]) -> list[dict[str, Any]]:
             for m in minutes]
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """``value`` as JSON holds it: uuids and times as text, at any depth."""
     if isinstance(value, UUID):
         return str(value)
     if isinstance(value, datetime):
         return value.isoformat()
+    if isinstance(value, list | tuple):  # a task's attempts, a worker's queues
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
     return value
+
+
+def workers_json(found: list[WorkerInfo]) -> list[dict[str, Any]]:
+    """The workers' list as JSON-ready values."""
+    return [{k: plain(v) for k, v in dataclasses.asdict(w).items()} for w in found]

@@ -29,6 +29,9 @@ class Buffer:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
+        self.on_put: Callable[[], object] | None = None
+        """Called after contexts were added (from the adding thread): how slots that do
+        not wait on the buffer's condition learn of them."""
         self._items: deque[tuple[float, Context]] = deque()
         self._lock = threading.Lock()
         self._ready = threading.Condition(self._lock)
@@ -40,6 +43,16 @@ class Buffer:
         self._items.extend([(now, context) for context in contexts])
         with self._lock:
             self._ready.notify(len(contexts))
+        self._tell()
+
+    def _tell(self) -> None:
+        on_put = self.on_put
+        if on_put is not None:
+            on_put()
+
+    def pop(self) -> Context:
+        """The oldest context at once; ``IndexError`` when none waits."""
+        return self._items.popleft()[1]
 
     def get(self, timeout: float) -> Context:
         """The oldest context, waiting up to ``timeout`` s for one; ``queue.Empty`` if none came."""
@@ -80,6 +93,7 @@ class Buffer:
                 self._items.appendleft(entry)  # back at the front, where it was
                 with self._lock:  # a getter may have found it gone meanwhile and waits
                     self._ready.notify()
+                self._tell()
                 return taken
             taken.append(entry[1])
 

@@ -32,8 +32,10 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from uuid import UUID
 
 from shardq.client import Client
+from shardq.core import tracing
 from shardq.core.loop import Loop
 from shardq.core.task import Task
 from shardq.handler import Context
@@ -155,13 +157,14 @@ class Claimer(Loop[int]):
                  demand: Callable[[], int], max_wait_s: float,
                  give_back: Callable[[list[Context]], None],
                  controls: Controls | None = None,
-                 lag: Callable[[], int] = lambda: 0) -> None:
+                 lag: Callable[[], int] = lambda: 0, worker_id: UUID | None = None) -> None:
         super().__init__(name, schedule.poll_max_s)
         self.client, self.schedule, self.buffer, self.keeper = client, schedule, buffer, keeper
         self.capacity, self.lag = capacity, lag
         self.demand = demand
         self.max_wait_s, self.give_back = max_wait_s, give_back
         self.batch, self.lease_s, self.metrics = batch, lease_s, metrics
+        self.worker_id = worker_id
         self._reset_lock = threading.Lock()
         self._wait_s = 0.0
         self._claiming = False
@@ -209,6 +212,8 @@ class Claimer(Loop[int]):
         limit = claim_size(room, self.batch)
         lease_s = self.lease_s(queue)
         self._claiming = True
+        tracer = tracing.tracer
+        began = time.time_ns() if tracer is not None else 0
         sent = self.keeper.monotonic()  # the leases begin no earlier than this
         try:
             tasks, rate_wait_s = self._claim(queue, bucket, limit, lease_s)
@@ -220,6 +225,8 @@ class Claimer(Loop[int]):
             self.metrics.claimed.labels(queue).inc(len(tasks))
             self.metrics.batch_fill.observe(len(tasks) / limit)
             self.buffer.put_many(self.keeper.hold(tasks, lease_s, sent))
+            if tracer is not None:  # an empty claim (a poll) makes no span
+                tracer.received(queue, tasks, began)
         self._wait_s = 0.0
         return len(tasks)
 
@@ -229,9 +236,11 @@ class Claimer(Loop[int]):
         flow control; with how long a rate asks to wait (None: no rate bound)."""
         control = self.controls.get(queue) if self.controls is not None else None
         if control is None or not control.controlled:
-            return self.client.claim_bucket(queue, bucket, limit=limit, lease_s=lease_s), None
+            return self.client.claim_bucket(queue, bucket, limit=limit, lease_s=lease_s,
+                                            worker_id=self.worker_id), None
         turn = self.client.claim_turn(queue, bucket, after=self._after.get(queue),
-                                      control=control, limit=limit, lease_s=lease_s)
+                                      control=control, limit=limit, lease_s=lease_s,
+                                      worker_id=self.worker_id)
         self._after[queue] = turn.after
         if turn.tasks:
             waited = datetime.now(UTC)

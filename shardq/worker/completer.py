@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from shardq.client import Client
+from shardq.core import tracing
 from shardq.core.errors import ConnectionLost, LeaseLost, ShardqError, Unavailable
 from shardq.core.loop import Loop
 from shardq.core.task import Task
@@ -100,7 +101,7 @@ class Completer(Loop[int]):
 
     def _write(self, acks: list[Outcome], fails: list[Outcome]) -> None:
         if acks:
-            self._settle(acks, self._ack)
+            self._settle(acks, self._ack, "ack")
             queue = acks[0].task.queue
             if all(o.task.queue == queue for o in acks):  # the usual case: no Counter
                 self.metrics.acked.labels(queue).inc(len(acks))
@@ -108,7 +109,7 @@ class Completer(Loop[int]):
                 for queue, n in Counter(o.task.queue for o in acks).items():
                     self.metrics.acked.labels(queue).inc(n)
         if fails:
-            self._settle(fails, self._nack)
+            self._settle(fails, self._nack, "nack")
             for o in fails:
                 dead = o.dead or o.task.is_last_attempt
                 (self.metrics.dead if dead else self.metrics.failed).labels(o.task.queue).inc()
@@ -123,11 +124,20 @@ class Completer(Loop[int]):
                               retry_in_s=[o.retry_in_s for o in outcomes],
                               dead=[o.dead for o in outcomes])
 
-    def _settle(self, outcomes: list[Outcome], write: Callable[[list[Outcome]], None]) -> None:
-        """Write outcomes with one statement; if that fails for one bad outcome, write them
-        one by one, so that only the bad one is lost."""
+    def _settle(self, outcomes: list[Outcome], write: Callable[[list[Outcome]], None],
+                operation: str) -> None:
+        """Write outcomes with one statement (``operation``, for a tracer's span); if that
+        fails for one bad outcome, write them one by one, so that only the bad one is
+        lost."""
         try:
-            write(outcomes)
+            tracer = tracing.tracer
+            span = None if tracer is None else tracer.settle(operation,
+                                                             [o.task for o in outcomes])
+            if span is None:
+                write(outcomes)
+            else:
+                with span:
+                    write(outcomes)
         except LeaseLost as lost:
             for o in outcomes:
                 if o.task.id in lost.task_ids:
@@ -142,7 +152,7 @@ class Completer(Loop[int]):
                 log.warning("writing %d outcome(s) failed (%s); writing them one by one",
                             len(outcomes), exc)
                 for outcome in outcomes:
-                    self._settle([outcome], write)
+                    self._settle([outcome], write, operation)
                 return
             # The leases will expire and the janitor will put the tasks back.
             log.error("writing %d outcome(s) failed (task %s, ...): %s; the tasks will run "

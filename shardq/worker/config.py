@@ -36,6 +36,9 @@ class WorkerConfig:
     metrics_host: str = setting("127.0.0.1", "address the metrics endpoint listens on",
                                 tuning=True)
     log_format: str = setting("text", "log lines as 'text' or 'json'")
+    worker_name: str | None = setting(
+        None, "the name this worker goes by in the workers list and the tasks' attempts "
+        "(default host:pid)")
     shutdown_grace_s: float = setting(30.0, "how long running handlers may finish on shutdown",
                                       low=0.001, high=DAY_S)
     ack_batch: int = setting(200, "acks and nacks written in one statement at most",

@@ -14,6 +14,7 @@ import random
 import threading
 import time
 from typing import Any
+from uuid import UUID
 
 from shardq.app import App
 from shardq.client import Client
@@ -31,11 +32,13 @@ from shardq.worker.claimer import Claimer, Schedule
 from shardq.worker.completer import Completer, Outcome
 from shardq.worker.config import WorkerConfig
 from shardq.worker.controls import Controls
+from shardq.worker.coslots import LoopSlots
 from shardq.worker.leases import HEARTBEAT_FRACTION, LeaseKeeper
 from shardq.worker.metrics import Metrics
 from shardq.worker.notifier import Listener
 from shardq.worker.observe import MeteredJanitor, StatsSampler
-from shardq.worker.slots import Slots
+from shardq.worker.presence import Presence
+from shardq.worker.slots import Slots, ThreadSlots
 
 log = logging.getLogger("shardq.worker")
 
@@ -62,20 +65,30 @@ class Worker:
         app.use_client(self.client)
         self.queues = queues
         self.metrics = Metrics()
-        # Two batches: one claim can be in flight while a batch still feeds the handlers.
-        self.capacity = max(2 * config.batch, config.concurrency)
+        # Two batches: one claim can be in flight while a batch still feeds the handlers;
+        # and with many slots, two rounds of them: hundreds of slots empty a buffer of one
+        # round within milliseconds, less than a claim can take when they all want the GIL.
+        self.capacity = max(2 * config.batch, 2 * config.concurrency)
         self.buffer = Buffer()
-        # Each task keeps its own lease; the heartbeat ticks for the shortest.
-        self.keeper = LeaseKeeper(self.client, min(leases.values()), self.metrics)
+        # Who runs the tasks, in shardq.workers and in every attempt's record.
+        self.presence = Presence(self.client, queues, config.worker_name)
+        # Each task keeps its own lease; the heartbeat ticks for the shortest, and
+        # refreshes the worker's row.
+        self.keeper = LeaseKeeper(self.client, min(leases.values()), self.metrics,
+                                  beat=self.presence.beat,
+                                  beat_every_s=self.presence.every_s)
         self.completer = Completer(self.client, self.metrics, batch=config.ack_batch,
                                    flush_ms=config.ack_flush_ms, release=self.keeper.let_go,
                                    written=self._written)
-        self.slots = Slots(app, self.buffer, concurrency=config.concurrency, report=self._report,
-                           taken=self._made_room, metrics=self.metrics)
+        # Coroutine handlers run as coroutines on one event loop, with no thread per slot;
+        # an app of plain functions only has no loop at all (see shardq.worker.slots).
+        kind: type[Slots] = LoopSlots if any(h.is_async for h in app.handlers()) else ThreadSlots
+        self.slots = kind(app, self.buffer, concurrency=config.concurrency, report=self._report,
+                          taken=self._made_room, metrics=self.metrics)
         self.listener = (Listener(self.client.db.dsn, set(queues), self._heard,
                                   connect_timeout_s=client_config.connect_timeout_s)
                          if config.listen and self.client.dialect.notify else None)
-        self.claimers = self._claimers(queues, leases)
+        self.claimers = self._claimers(queues, leases, self.presence.id)
         self.janitors = [MeteredJanitor(self.client, self.metrics)
                          for _ in range(config.janitors)]
         # One vacuum step per process that runs janitors: it works under a lock anyway.
@@ -86,11 +99,16 @@ class Worker:
         self.periodic = (PeriodicLoop(self.client.statements, list(app.schedules.values()),
                                       queues, config.periodic_interval_s)
                          if app.schedules else None)
+        # Each claimer and background loop takes a connection at its first step: open
+        # them all now, in parallel, while the rest of the worker starts (grown on
+        # demand, the pool opened them one after the other as the first claims waited).
+        self.client.db.open_connections(len(self.claimers) + len(self._loops()))
         self._turn = 0
         self._state_lock = threading.Lock()
         self._started = self._stopped = False
 
-    def _claimers(self, queues: list[str], leases: dict[str, float]) -> list[Claimer]:
+    def _claimers(self, queues: list[str], leases: dict[str, float],
+                  worker_id: UUID) -> list[Claimer]:
         count = self.config.claimers
         targets = [(q, b) for b in range(self.client.bucket_count) for q in queues]
         base = random.randrange(len(targets))
@@ -103,7 +121,8 @@ class Worker:
                         batch=self.config.batch, lease_s=leases.__getitem__,
                         metrics=self.metrics, lag=self.completer.lag,
                         demand=self._demand, max_wait_s=self.config.prefetch_max_s,
-                        give_back=self._give_back_waiting, controls=controls)
+                        give_back=self._give_back_waiting, controls=controls,
+                        worker_id=worker_id)
                 for i in range(count)]
 
     def _demand(self) -> int:
@@ -181,6 +200,7 @@ class Worker:
             self._started = True
         # The app's schedules, as the code now defines them, before any slot is fired.
         register(self.client.statements, list(self.app.schedules.values()), self.queues)
+        self.presence.register()
         if self.config.metrics_port:
             self.metrics.serve(self.config.metrics_port, self.config.metrics_host)
         for loop in self._loops():
@@ -224,6 +244,7 @@ class Worker:
         self.completer.run_once()
         if self.listener:
             self.listener.stop(left())
+        self.presence.leave()
         self.client.close()
         log.info("stopped")
 

@@ -57,9 +57,17 @@ class LeaseKeeper(Loop[int]):
     max_backoff_s = 0.0
 
     def __init__(self, client: Client, shortest_lease_s: float, metrics: Metrics, *,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
-        super().__init__("shardq-heartbeat", shortest_lease_s / HEARTBEAT_FRACTION)
+                 monotonic: Callable[[], float] = time.monotonic,
+                 beat: Callable[[], None] | None = None, beat_every_s: float | None = None
+                 ) -> None:
+        # With ``beat`` (the worker's refresh of its row) the loop also ticks every
+        # ``beat_every_s``, whatever the leases: a tick with no lease due writes nothing.
+        interval = shortest_lease_s / HEARTBEAT_FRACTION
+        if beat_every_s is not None:
+            interval = min(interval, beat_every_s)
+        super().__init__("shardq-heartbeat", interval)
         self.client, self.metrics, self.monotonic = client, metrics, monotonic
+        self.beat = beat
         # Keyed by the Task object's identity: the same objects travel from the claim to
         # the outcome, and an int hashes in C where a UUID hashes in Python (three
         # lookups per task were a measurable share of a worker's time).  A held
@@ -94,7 +102,14 @@ class LeaseKeeper(Loop[int]):
 
     def run_once(self) -> int:
         """Extend, each by its own lease, the leases whose renewal comes due before the
-        next tick."""
+        next tick; then the worker's beat, if any."""
+        try:
+            return self._extend()
+        finally:
+            if self.beat is not None:
+                self.beat()
+
+    def _extend(self) -> int:
         with self._lock:
             started = self.monotonic()
             horizon = started + self.interval_s

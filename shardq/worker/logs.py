@@ -63,7 +63,7 @@ class RateLimit:
 class JsonFormatter(logging.Formatter):
     """One JSON object per record, with any ``extra=`` fields shardq attaches."""
 
-    FIELDS = ("task_id", "queue", "attempt", "error")
+    FIELDS = ("task_id", "queue", "attempt", "error", "trace_id")
 
     def format(self, record: logging.LogRecord) -> str:
         """The record as a JSON line."""

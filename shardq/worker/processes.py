@@ -40,11 +40,13 @@ JOIN_STEP_S = 0.5
 
 def child_config(config: WorkerConfig, index: int) -> WorkerConfig:
     """The settings of child ``index``: one process, janitors and the queue figures'
-    sampling in the first only, and a metrics port of its own."""
+    sampling in the first only, a metrics port of its own, and a worker name of its own
+    (``NAME-index``) when one was given."""
     return dataclasses.replace(
         config, processes=1, janitors=config.janitors if index == 0 else 0,
         sample_stats=config.sample_stats and index == 0,
-        metrics_port=config.metrics_port + index if config.metrics_port else 0)
+        metrics_port=config.metrics_port + index if config.metrics_port else 0,
+        worker_name=f"{config.worker_name}-{index}" if config.worker_name else None)
 
 
 Serve = Callable[[str, ClientConfig, WorkerConfig], int]

@@ -15,6 +15,7 @@ from types import FrameType
 from typing import Any
 
 from shardq.app import App, TaskFunction
+from shardq.core import tracing
 from shardq.core.config import ClientConfig
 from shardq.core.errors import ConfigError
 from shardq.worker import logs, processes
@@ -174,9 +175,12 @@ def serve_app(app: App, client_config: ClientConfig, config: WorkerConfig) -> in
         pass
     # The process must be gone within the grace: keep a moment of it for the exit itself.
     grace = config.shutdown_grace_s
-    worker.stop(grace - min(EXIT_RESERVE_S, grace / 10))
+    reserve = min(EXIT_RESERVE_S, grace / 10)
+    worker.stop(grace - reserve)
     # Everything is settled or given back.  Leave without the interpreter's teardown,
-    # which would wait on threads still blocked on a silent network.
+    # which would wait on threads still blocked on a silent network; a tracer's spans
+    # still buffered are exported first (the teardown would have done it).
+    tracing.flush(reserve)
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -4,9 +4,9 @@
 WITH ins AS (
     INSERT INTO shardq.tasks
         (id, queue, payload, exec_time, priority, pending_head_start_s, max_attempts,
-         enqueued_at, task_group)
+         enqueued_at, task_group, trace_context)
     SELECT r.id, %(queue)s, r.payload, %(exec_time)s, %(priority)s, %(pending_head_start_s)s,
-           %(max_attempts)s, %(now)s, %(group)s::text
+           %(max_attempts)s, %(now)s, %(group)s::text, %(trace_context)s::text
     FROM unnest(%(ids)s::uuid[], %(payloads)s::jsonb[]) AS r(id, payload)
     ON CONFLICT (id) DO NOTHING
     RETURNING id

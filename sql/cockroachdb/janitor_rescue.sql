@@ -1,5 +1,7 @@
 -- Put back a bounded batch of tasks of one bucket whose lease expired
--- (rescue_where, rescue_set); reads the partial index tasks_leases.
+-- (rescue_where, rescue_set); reads the partial index tasks_leases.  Each attempt is
+-- recorded (attempts_add): its lease expired, or the task died of it.
+WITH rescued AS (
 UPDATE shardq.tasks AS t SET
     {rescue_set}
 FROM (
@@ -14,4 +16,11 @@ WHERE t.queue = c.queue
   AND t.status = c.status
   AND t.exec_time = c.exec_time
   AND t.id = c.id
-RETURNING t.id, t.status
+RETURNING t.id, t.status, t.queue, t.times_claimed, t.last_claimed_at, t.worker_id,
+          t.last_error
+), ended AS (
+    {rescue_ended}
+), recorded AS (
+    {attempts_add}
+)
+SELECT rescued.id, rescued.status FROM rescued

@@ -1,7 +1,7 @@
 -- Put back a bounded batch of expired keyed tasks of one bucket that will retry,
 -- merged with their key's follow-up if one waits (putback_keyed), with the attempt
 -- given back or counted as rescue_set says.  Keyed tasks that die (rescue_dies) die
--- in janitor_rescue like any other.
+-- in janitor_rescue like any other.  The attempt is recorded (attempts_add).
 WITH c AS MATERIALIZED (
     SELECT ctid
     FROM shardq.tasks
@@ -24,5 +24,11 @@ WITH c AS MATERIALIZED (
         {rescue_error} AS error
 ), ins AS (
     {putback}
+), ended AS (
+    SELECT x.id, x.queue, x.times_claimed AS attempt, x.last_claimed_at AS claimed_at,
+           x.worker_id, 'lease_expired'::text AS outcome, x.error
+    FROM x
+), recorded AS (
+    {attempts_add}
 )
 SELECT x.id, 'available' FROM x

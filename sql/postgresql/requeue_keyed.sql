@@ -1,7 +1,8 @@
 -- nack (retry), release and defer for keyed tasks: one statement that checks
 -- each lease token, deletes the claimed rows and puts them back (putback_keyed).
 -- next_time: run_at, else now + retry_in_s, else now + the backoff when
--- use_backoff; attempts_after: attempts + attempt_change.
+-- use_backoff; attempts_after: attempts + attempt_change.  The attempt is recorded
+-- (attempts_add) with the outcome the caller names: failed, released or deferred.
 WITH a AS (
     SELECT * FROM unnest(
         %(ids)s::uuid[], %(tokens)s::uuid[], %(run_ats)s::timestamptz[],
@@ -22,5 +23,12 @@ WITH a AS (
         CASE WHEN a.keep_error THEN t.last_error ELSE a.error END AS error
 ), ins AS (
     {putback}
+), ended AS (
+    SELECT x.id, x.queue, x.times_claimed AS attempt, x.last_claimed_at AS claimed_at,
+           x.worker_id, %(outcome)s::text AS outcome,
+           CASE WHEN %(outcome)s::text = 'failed' THEN x.error END AS error
+    FROM x
+), recorded AS (
+    {attempts_add}
 )
 SELECT x.id, x.next_time FROM x

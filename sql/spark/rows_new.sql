@@ -5,7 +5,7 @@
 -- DataFrame's order.
 SELECT r.id, r.queue, r.key, r.payload,
        timestamptz '1970-01-01 00:00:00+00' + r.run_at_us * interval '1 microsecond' AS run_at,
-       NULL::float8 AS delay_s, r.priority, r.max_attempts, r.task_group
+       NULL::float8 AS delay_s, r.priority, r.max_attempts, r.task_group, r.trace_context
 FROM (
     (SELECT DISTINCT ON (s.id) s.*
      FROM {stage} AS s
