@@ -3,6 +3,7 @@ turns, rates spread evenly, and capacity that comes back whatever ends a task.""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import psycopg
@@ -215,3 +216,25 @@ def test_a_keyed_task_put_back_keeps_its_group(client: Blocking) -> None:
     info = client.get(task.id)
     assert info is not None
     assert (info.status, info.group) == ("available", "g")
+
+
+def test_a_claim_that_lost_its_slot_to_a_concurrent_one_says_so(
+        client: Blocking, dsn: str) -> None:
+    client.set_limits(Q, max_running=1)
+    first = client.enqueue(Q, {"n": 1})
+    client.enqueue(Q, {"n": 2})
+    info = client.get(first)
+    assert info is not None
+    # Another claimer takes slot 1 for the first task and has not committed yet.
+    with psycopg.connect(dsn) as rival:
+        rival.execute("UPDATE shardq.tasks SET status = 'locked', slot = 1 WHERE id = %s",
+                      (first,))
+        committer = threading.Timer(0.5, rival.commit)
+        committer.start()
+        others = [b for b in range(client.bucket_count) if b != info.bucket]
+        turns = [client.claim_turn(Q, b, after=None, control=client.limits(Q), limit=1)
+                 for b in others]
+        committer.join()
+    assert all(t.tasks == [] for t in turns)
+    # The claim of the second task's bucket waited for the rival's slot, then lost it.
+    assert [t.raced for t in turns].count(True) == 1

@@ -87,10 +87,12 @@ def _claimer(st: Statements, queue: str, bucket: int, limit: int,
     return attempt_claim(take, recover)
 
 
-def attempt_claim(take: Fetch, recover: Fetch) -> Callable[[], Steps[list[Task]]]:
+def attempt_claim(take: Fetch, recover: Fetch, raced: Callable[[], object] = lambda: None
+                  ) -> Callable[[], Steps[list[Task]]]:
     """The steps of one claim statement ``take``, run afresh on each attempt: a retry
     first collects, by the claim's lease token (``recover``), what an attempt whose
-    reply was lost took."""
+    reply was lost took.  ``raced`` is told when a concurrent claim won a unique index
+    (the claim then took nothing)."""
     tries = 0
 
     def steps() -> Steps[list[Task]]:
@@ -106,6 +108,7 @@ def attempt_claim(take: Fetch, recover: Fetch) -> Callable[[], Steps[list[Task]]
             # Two claims raced for two tasks of one key (tasks_running_keys) or for one
             # capacity slot (tasks_slots): the index let one win.  This range is simply
             # tried again later.
+            raced()
             return []
         return claimed
 

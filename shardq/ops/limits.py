@@ -91,6 +91,9 @@ class Turn:
     tasks: list[Task]
     after: str | None
     wait_s: float = 0.0
+    raced: bool = False
+    """A concurrent claim took the capacity slot this one chose: worth trying again at
+    once (more slots may be free)."""
 
 
 def set_limits(st: Statements, queue: str, limits: Limits) -> Plan[Limits]:
@@ -159,6 +162,7 @@ def _turn(st: Statements, queue: str, bucket: int, after: str | None, control: C
     token = token if token is not None else uuid4()
     attempts: dict[tuple[str | None, int], Callable[[], Steps[list[Task]]]] = {}
     tries = 0
+    races: list[object] = []  # one entry per claim that lost a slot to a concurrent one
 
     def steps() -> Steps[Turn]:
         nonlocal tries
@@ -183,10 +187,11 @@ def _turn(st: Statements, queue: str, bucket: int, after: str | None, control: C
         key = (group, size)
         if key not in attempts:
             attempts[key] = _limited(st, queue, bucket, group, control, spent, size,
-                                     lease, token, worker_id)
+                                     lease, token, worker_id, lambda: races.append(key))
+        lost = len(races)
         tasks = yield from attempts[key]()
         yield from rates.refund(st, queue, group, spent, len(tasks))
-        return Turn(tasks, cursor)
+        return Turn(tasks, cursor, raced=len(races) > lost)
 
     return steps
 
@@ -249,7 +254,8 @@ def _recover(st: Statements, queue: str, token: UUID) -> Fetch:
 
 def _limited(st: Statements, queue: str, bucket: int, group: str | None, control: Control,
              spent: rates.Spent, size: int, lease_s: float, token: Any,
-             worker_id: UUID | None) -> Callable[[], Steps[list[Task]]]:
+             worker_id: UUID | None, raced: Callable[[], object]
+             ) -> Callable[[], Steps[list[Task]]]:
     """The steps of one limited claim (``claim_limited``) of ``group`` (None: the
     ungrouped tasks of ``bucket``), recovered by ``token`` when retried."""
     if group is not None:
@@ -264,6 +270,6 @@ def _limited(st: Statements, queue: str, bucket: int, group: str | None, control
     rows = task_rows(queue, token)
     take = Fetch(st.query("claim_limited", size, fragments=fragments), params, rows)
     recover = Fetch(st.query("claim_recover_any"), params, rows)
-    return attempt_claim(take, recover)
+    return attempt_claim(take, recover, raced)
 
 

@@ -247,6 +247,8 @@ class Claimer(Loop[int]):
             for task in turn.tasks:
                 self.metrics.limit_wait.labels(queue).observe(
                     max(0.0, (waited - task.enqueued_at).total_seconds()))
+        if turn.raced:  # another claim took the slot this one chose: others may be free
+            return turn.tasks, 0.0
         return turn.tasks, turn.wait_s or None
 
     @property
