@@ -200,14 +200,14 @@ def test_pages_show_limits_and_the_form_sets_them(site: str, timed: shardq.Clien
     assert "run 1/1 · rate 100/60s" in row
     page = call(f"{site}/queues/{queue}").text
     assert '<b data-field="max_running">1 / 1</b>' in page
-    assert '<b data-field="rate">100 per 60s, burst 10</b>' in page
+    assert '<b data-field="rate">100 per 60s, burst 5</b>' in page
     assert '<span class="paused" data-field="saturated">saturated</span>' in page
     assert 'id="limits-form"' not in page  # not logged in
     guard = Guard(TOKEN)
     session = f"{COOKIE}={guard.session}"
     mine = call(f"{site}/queues/{queue}", cookie=session).text
     assert 'name="max_running" size="6" placeholder="none" value="1"' in mine
-    assert 'name="rate" size="10" placeholder="100/60" value="100/60/10"' in mine
+    assert 'name="rate" size="10" placeholder="100/60" value="100/60/5"' in mine
     url = f"{site}/actions/queues/{queue}/limit"
     wanted = {"max_running": "3", "max_running_per_group": "2", "rate": "",
               "rate_per_group": "5/1/2"}
@@ -215,7 +215,7 @@ def test_pages_show_limits_and_the_form_sets_them(site: str, timed: shardq.Clien
     assert call(url, "POST", form=forged, cookie=session).status == 403
     assert call(url, "POST", form=urlencode({**wanted, "csrf": guard.csrf}).encode()
                 ).status == 401  # no session
-    assert timed.limits(queue).limits == shardq.Limits(1, None, shardq.Rate(100, 60.0, 10))
+    assert timed.limits(queue).limits == shardq.Limits(1, None, shardq.Rate(100, 60.0, 5))
     done = call(url, "POST", form=urlencode({**wanted, "csrf": guard.csrf}).encode(),
                 cookie=session)
     assert done.status == 303

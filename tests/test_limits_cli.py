@@ -58,11 +58,11 @@ def test_set_show_change_and_clear(limit: Callable[..., str], client: shardq.Cli
     shown = limit(queue, "--max-running", "8", "--rate", "100/60")
     assert f"queue {queue}: limits" in shown
     assert "max_running            8  (0 in use)" in shown
-    assert "rate                   100 per 60s, burst 10" in shown
-    assert client.limits(queue).limits == Limits(8, None, Rate(100, 60.0, 10))
+    assert "rate                   100 per 60s, burst 5" in shown
+    assert client.limits(queue).limits == Limits(8, None, Rate(100, 60.0, 5))
     # Options change only the limits given; the others stay.
     limit(queue, "--max-running-per-group", "2", "--rate-per-group", "5/1/3")
-    assert client.limits(queue).limits == Limits(8, 2, Rate(100, 60.0, 10), Rate(5, 1.0, 3))
+    assert client.limits(queue).limits == Limits(8, 2, Rate(100, 60.0, 5), Rate(5, 1.0, 3))
     limit(queue, "--rate", "none")
     assert client.limits(queue).limits == Limits(8, 2, None, Rate(5, 1.0, 3))
     # No option: shown, not changed; --json for scripts.
@@ -132,7 +132,7 @@ def test_stats_show_limits_use_and_saturation(cli: Callable[..., tuple[int, str,
     figures = json.loads(cli("stats", "--json", "--dsn", dsn)[1])
     mine = figures[queue]
     assert (mine["max_running"], mine["running"], mine["saturated"]) == (1, 1, True)
-    assert mine["rate"] == {"count": 100, "period_s": 60.0, "burst": 10}
+    assert mine["rate"] == {"count": 100, "period_s": 60.0, "burst": 5}
     assert (mine["max_running_per_group"], mine["running_most_group"]) == (None, None)
     other = figures[free]
     assert (other["max_running"], other["running"], other["rate"], other["saturated"]) == \

@@ -279,7 +279,7 @@ def _limit_parser(control: Any) -> argparse.ArgumentParser:
     p.add_argument("--rate", type=_typed("rate", "the value"),
                    metavar="COUNT/PERIOD_S[/BURST]|none",
                    help="claims per period, spread evenly: at most BURST + COUNT x t / "
-                        "PERIOD_S in any t seconds (BURST defaults to a tenth of COUNT)")
+                        "PERIOD_S in any t seconds (BURST defaults to a twentieth of COUNT)")
     p.add_argument("--rate-per-group", type=_typed("rate", "the value"),
                    metavar="COUNT/PERIOD_S[/BURST]|none", help="the same for each group")
     p.add_argument("--clear", action="store_true",

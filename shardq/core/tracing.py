@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from types import TracebackType
 from uuid import UUID
 
@@ -98,11 +98,15 @@ def trace_id() -> str | None:
     return None if current is None else current.trace_id()
 
 
-def process(task: Task) -> AbstractContextManager[object] | None:
-    """The span of one run of ``task``'s handler (see :meth:`Tracer.process`); None when
-    no tracer is installed or it makes none."""
+_NO_SPAN = nullcontext()  # reusable: entering it does nothing
+
+
+def process(task: Task) -> AbstractContextManager[object]:
+    """The span of one run of ``task``'s handler (see :meth:`Tracer.process`), to hold
+    current while it runs; a context that does nothing when no tracer makes one."""
     current = tracer
-    return None if current is None else current.process(task)
+    span = None if current is None else current.process(task)
+    return _NO_SPAN if span is None else span
 
 
 def failed(error: BaseException) -> None:

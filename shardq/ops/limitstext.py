@@ -87,7 +87,7 @@ def rate_text(value: Rate | None) -> str:
     """``100/60s`` (and its burst when not the default: ``100/60s burst 5``); ``none``."""
     if value is None:
         return "none"
-    default = max(1, value.count // 10)
+    default = Rate(value.count, value.period_s).burst_or_default
     burst = f" burst {value.burst}" if value.burst is not None and value.burst != default else ""
     return f"{value.count}/{value.period_s:g}s{burst}"
 
@@ -122,27 +122,29 @@ def _rate_long(value: Rate | None) -> str:
 
 def summary_of(limits: Limits) -> str:
     """Limits alone in a short line (``run 8 · rate 100/60s``); empty without limits."""
+    return _summary(Limits(limits.max_running, limits.max_running_per_group, limits.rate,
+                           limits.rate_per_group), None, None)
+
+
+def summary(figures: QueueStats) -> str:
+    """One queue's limits and their use in a short line (``run 3/8``); empty without
+    limits."""
+    return _summary(Limits(figures.max_running, figures.max_running_per_group, figures.rate,
+                           figures.rate_per_group),
+                    figures.running, figures.running_most_group)
+
+
+def _summary(limits: Limits, running: int | None, most_in_a_group: int | None) -> str:
+    def used(count: int | None) -> str:
+        return "" if count is None else f"{count}/"
+
     parts = []
     if limits.max_running is not None:
-        parts.append(f"run {limits.max_running}")
+        parts.append(f"run {used(running)}{limits.max_running}")
     if limits.max_running_per_group is not None:
-        parts.append(f"group {limits.max_running_per_group}")
+        parts.append(f"group {used(most_in_a_group)}{limits.max_running_per_group}")
     if limits.rate is not None:
         parts.append(f"rate {rate_text(limits.rate)}")
     if limits.rate_per_group is not None:
         parts.append(f"group rate {rate_text(limits.rate_per_group)}")
-    return " · ".join(parts)
-
-
-def summary(figures: QueueStats) -> str:
-    """One queue's limits and their use in a short line; empty without limits."""
-    parts = []
-    if figures.max_running is not None:
-        parts.append(f"run {figures.running}/{figures.max_running}")
-    if figures.max_running_per_group is not None:
-        parts.append(f"group {figures.running_most_group}/{figures.max_running_per_group}")
-    if figures.rate is not None:
-        parts.append(f"rate {rate_text(figures.rate)}")
-    if figures.rate_per_group is not None:
-        parts.append(f"group rate {rate_text(figures.rate_per_group)}")
     return " · ".join(parts)

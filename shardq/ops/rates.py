@@ -21,7 +21,7 @@ from shardq.core.statements import Statements
 class Rate:
     """At most ``count`` claims per ``period_s`` seconds, spread evenly: one every
     ``period_s / count`` seconds, and at most ``burst`` ahead of that schedule (by
-    default a tenth of ``count``, at least 1), so no span of t seconds holds more than
+    default a twentieth of ``count``, at least 1), so no span of t seconds holds more than
     ``burst + count * t / period_s`` claims."""
 
     count: int
@@ -37,7 +37,7 @@ class Rate:
     @property
     def burst_or_default(self) -> int:
         """The burst in effect."""
-        return self.burst if self.burst is not None else max(1, self.count // 10)
+        return self.burst if self.burst is not None else max(1, self.count // 20)
 
     def __str__(self) -> str:
         return f"{self.count}/{self.period_s:g}s (burst {self.burst_or_default})"

@@ -243,10 +243,9 @@ class Claimer(Loop[int]):
                                       worker_id=self.worker_id)
         self._after[queue] = turn.after
         if turn.tasks:
-            waited = datetime.now(UTC)
+            waited, histogram = datetime.now(UTC), self.metrics.limit_wait.labels(queue)
             for task in turn.tasks:
-                self.metrics.limit_wait.labels(queue).observe(
-                    max(0.0, (waited - task.enqueued_at).total_seconds()))
+                histogram.observe(max(0.0, (waited - task.enqueued_at).total_seconds()))
         if turn.raced:  # another claim took the slot this one chose: others may be free
             return turn.tasks, 0.0
         return turn.tasks, turn.wait_s or None

@@ -125,12 +125,8 @@ class LoopSlots(Slots):
             self.taken()
             self._now[me] = (context, time.perf_counter())
             try:
-                span = tracing.process(context.task)
-                if span is None:
+                with tracing.process(context.task):  # this slot's own context
                     outcome = await self._run(me, context)
-                else:
-                    with span:  # current while the handler runs (this slot's own context)
-                        outcome = await self._run(me, context)
             finally:
                 self._now[me] = None
             self.report(context, outcome)

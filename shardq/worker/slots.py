@@ -129,12 +129,8 @@ class ThreadSlots(Slots):
             self.taken()
             self._now[me] = (context, time.perf_counter())
             try:
-                span = tracing.process(context.task)
-                if span is None:
+                with tracing.process(context.task):  # current while the handler runs
                     outcome = self._run(me, context)
-                else:
-                    with span:  # current while the handler runs
-                        outcome = self._run(me, context)
             finally:
                 self._now[me] = None
             self.report(context, outcome)
