@@ -40,6 +40,6 @@ def test_the_other_measurements_record_every_arm_and_the_limit_held(server_url: 
     assert fair["group_b"] == 100
     section = "\n".join(report.render(records, quick_settings(), [], "python -m bench --quick",
                                       [], 1.0).splitlines())
-    assert "## 10. Flow control (issue 27)" in section
+    assert "## 13. Flow control (issue 27)" in section
     assert "drain with limits that never bind" in section
     assert flow_report.section([], quick_settings()) == []

@@ -44,6 +44,6 @@ def test_the_section_compares_the_trees_and_draws_one_plot(tmp_path: Path) -> No
     assert "| 1 ms | async | this ÷ base | 3.00x | 4.00x |" in text
     assert "--slots-base /tmp/old" in text
     assert [p.name for p in slot_scaling.draw(records, SETTINGS, tmp_path)] == ["slots.png"]
-    assert "## 10. Scaling with handler slots" in report.render(
+    assert "## 12. Scaling with handler slots" in report.render(
         records, SETTINGS, [], "python -m bench", [], 1.0)
     assert slot_scaling.section([], SETTINGS) == []

@@ -150,7 +150,7 @@ def test_task_page_shows_its_history(page: Any, site: str, timed: shardq.Client,
     assert "last put back in line (put back 1 times)" in texts[2]
     assert texts[3].endswith("due")
     playwright.expect(page.locator("#payload")).to_contain_text('"invoice": 42')
-    playwright.expect(page.locator("td.error")).to_contain_text("TimeoutError")
+    playwright.expect(page.locator("td.error").first).to_contain_text("TimeoutError")
 
 
 def test_dead_letters_are_retried_by_ticking_them(page: Any, site: str,

@@ -114,7 +114,9 @@ def test_task_show_tells_a_bad_apple(dsn: str, client: Client) -> None:
         client.nack(task, "still bad", retry_in_s=0)
     shown = subprocess.run([sys.executable, "-m", "shardq", "task", "show", str(task_id),
                             "--dsn", dsn], capture_output=True, text=True, check=True).stdout
-    fields = dict(line.split(": ", 1) for line in shown.splitlines())
+    # The fields, up to the attempts table that follows them.
+    fields = dict(line.split(": ", 1)
+                  for line in shown.partition("\nattempts:")[0].splitlines())
     assert fields["times_claimed".rjust(22)] == "3"
     assert fields["times_requeued".rjust(22)] == "3"
     assert fields["last_error".rjust(22)] == "still bad"

@@ -119,7 +119,7 @@ def test_an_enqueue_run_twice_writes_one_row(client: Client,
     st = client.statements
     values = {"queue": "q", "id": uuid.uuid4(), "payload": psycopg.types.json.Jsonb({}),
               "delay_s": None, "run_at": None, "priority": 0, "max_attempts": 3,
-              "notify": False}
+              "notify": False, "group": None, "trace_context": None}
     st.all("enqueue", values)
     st.all("enqueue", values)
     assert connect.execute("SELECT count(*) FROM shardq.tasks").fetchone() == (1,)
