@@ -4,13 +4,17 @@
 -- planner to that range (without it, a LIMIT over a large queue looks cheaper as a
 -- sequential scan that stops early, and reads ever more of the table).  Rows another
 -- statement holds are skipped; the delete re-checks the status, so a task claimed
--- meanwhile is left alone.
-DELETE FROM shardq.tasks
-WHERE id IN (
+-- meanwhile is left alone.  The batch is picked once, in a WITH query (one that locks
+-- rows is never folded into the statement): as a subquery of IN, a plan could run it
+-- again for each row it compares, and delete more than the batch.
+WITH picked AS (
     SELECT id FROM shardq.tasks
     WHERE {bucket} = %(bucket)s AND queue = %(queue)s AND status = 'available'
     ORDER BY exec_time
     LIMIT {limit}
-    FOR UPDATE SKIP LOCKED)
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM shardq.tasks
+WHERE id IN (SELECT id FROM picked)
   AND status = 'available'
 RETURNING id
