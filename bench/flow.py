@@ -11,7 +11,8 @@
 
 Every run has a fresh database; the worker processes are started, timed and stopped
 as the suite's ``processes`` scenario does (:mod:`bench.suite.sys_shardq`).  Measured
-handlers record their start and end (machine clock) in a table of their database.
+handlers record their start and end (machine clock) in files beside the run
+(:func:`bench.flow_app.records_dir`).
 The suite runs this as its ``flow`` section (:func:`run`, :func:`bench.flow_report.section`);
 alone it writes ``bench/results/flow.md``:
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -35,6 +37,7 @@ import psycopg
 
 import shardq
 from bench import common
+from bench.flow_app import records_dir
 from bench.suite import backlog, harness, sys_shardq
 from bench.suite.settings import SHARDQ_2P, Settings
 
@@ -42,8 +45,6 @@ Record = dict[str, Any]
 SCENARIO = "flow"
 QUEUE = common.QUEUE
 HANDLER = "bench.flow_app:task"
-STARTS = ("CREATE TABLE IF NOT EXISTS bench_flow_starts "
-          "(started float8 NOT NULL, finished float8 NOT NULL, grp text, lease_end float8)")
 WORKER = SHARDQ_2P.consume  # the suite's drain: 2 processes, batch 100, 2 claimers, 4 slots
 ARMS: dict[str, dict[str, Any]] = {
     "no limits": {},
@@ -70,10 +71,8 @@ class Sizes:
 QUICK = Sizes(drain=2_000, binding_tasks=400, rate_s=10, group_a=10_000, warm_s=0.5)
 
 def _database(dbs: common.Databases, limits: dict[str, Any]) -> str:
-    """A fresh database with the recorder table and the bench queue's ``limits``."""
+    """A fresh database with the bench queue's ``limits``."""
     url = harness.prepare(dbs, "shardq")
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(STARTS)
     if limits:
         with shardq.Client(url, pool_max_size=1) as client:
             client.set_limits(QUEUE, **limits)
@@ -86,13 +85,19 @@ def _enqueue(url: str, payload: dict[str, Any], n: int, group: str | None = None
             client.enqueue_many(QUEUE, [payload] * min(5_000, n - first), group=group)
 
 
+def _records(url: str) -> list[list[str]]:
+    """The recorded handler runs of ``url``'s database: start, end, group, lease end."""
+    folder = records_dir(url)
+    if not folder.is_dir():
+        return []
+    return [line.split("\t") for path in folder.glob("*.tsv")
+            for line in path.read_text().splitlines() if line.count("\t") == 3]
+
+
 def _starts(url: str, group: str | None = None) -> list[tuple[float, float]]:
     """(start, end) of the recorded handlers (of ``group``), by start."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        rows = conn.execute("SELECT started, finished FROM bench_flow_starts "
-                            "WHERE %(g)s::text IS NULL OR grp = %(g)s ORDER BY started",
-                            {"g": group}).fetchall()
-    return [(float(a), float(b)) for a, b in rows]
+    return sorted((float(a), float(b)) for a, b, g, _ in _records(url)
+                  if group is None or g == group)
 
 
 def _drain(url: str, n: int, worker: dict[str, Any]) -> Record:
@@ -188,6 +193,7 @@ def binding(dbs: common.Databases, sizes: Sizes, records: list[Record]) -> None:
                 f"{max_overlap(spans)} running; slots held {held:.2f} on average, "
                 f"handler {handler_s * 1000:.0f} ms of {held / out['rate'] * 1000:.0f} ms "
                 "slot time per task")
+    shutil.rmtree(records_dir(url), ignore_errors=True)
     dbs.close()
 
 
@@ -215,13 +221,12 @@ def rate(dbs: common.Databases, sizes: Sizes, records: list[Record]) -> None:
     with _workers(url, {**WORKER, "handler": HANDLER}):
         time.sleep(sizes.rate_s + 2.0)
     counts = per_second([a for a, _ in _starts(url)])[:sizes.rate_s]
-    with psycopg.connect(url, autocommit=True) as conn:
-        ends = [float(r[0]) for r in conn.execute(
-            "SELECT lease_end FROM bench_flow_starts ORDER BY lease_end").fetchall()]
+    ends = sorted(float(r[3]) for r in _records(url))
     claims = per_second(ends)[:sizes.rate_s]
     records.append({"scenario": SCENARIO, "kind": "rate", "per_second": counts,
                     "claims_per_second": claims})
     harness.log(f"flow rate: handler starts per second {counts}; claims {claims}")
+    shutil.rmtree(records_dir(url), ignore_errors=True)
     dbs.close()
 
 
@@ -270,6 +275,7 @@ def fairness(dbs: common.Databases, sizes: Sizes, records: list[Record]) -> None
                     "b_first_s": b[0][0] - sent, "b_last_s": b[-1][0] - sent})
     harness.log(f"flow fairness: B's last start {b[-1][0] - sent:.2f} s after its enqueue; "
                 f"A waiting {a_at_b:,} then {a_after:,}")
+    shutil.rmtree(records_dir(url), ignore_errors=True)
     dbs.close()
 
 

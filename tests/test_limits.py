@@ -112,6 +112,38 @@ def test_a_lowered_limit_binds_at_the_next_claim(client: Blocking) -> None:
     assert len(claim_all(client)) == 2
 
 
+def test_a_limit_above_1024_holds_by_its_slots_and_counts_after_a_lowering(
+        client: Blocking, connect: psycopg.Connection[Any]) -> None:
+    """Above 1024 the free slots are random numbers up to the limit (the running tasks
+    are not read): the unique slots keep the limit; once it is lowered below running
+    tasks' slots, claims count the running tasks until those end."""
+    client.set_limits(Q, max_running=1100)
+    client.enqueue_many(Q, [{"n": i} for i in range(1300)])
+    held = claim_all(client, 100)
+    slots = running_slots(connect)
+    assert 1000 < len(held) <= 1100  # the last few free numbers are seldom drawn
+    assert len(set(slots)) == len(slots)
+    assert min(slots) >= 1
+    assert max(slots) <= 1100
+    client.set_limits(Q, max_running=1050)
+    slot_of = dict(connect.execute("SELECT id, slot FROM shardq.tasks WHERE queue = %s "
+                                   "AND status = 'locked'", (Q,)).fetchall())
+    above = [t for t in held if slot_of[t.id] > 1050]
+    assert above  # some tasks run on slots above the lowered limit
+    if len(held) >= 1050:
+        assert client.claim(Q, limit=100) == []
+    below = [t for t in held if slot_of[t.id] <= 1050]
+    client.ack_many(below[:len(held) - 1040])  # 1040 left running, `above` among them
+    more = claim_all(client, 100)
+    assert 0 < len(more) <= 10
+    assert len(running_slots(connect)) <= 1050
+    client.ack_many(above)  # no slot above the limit: uniqueness alone keeps it again
+    claim_all(client, 100)
+    slots = running_slots(connect)
+    assert len(slots) <= 1050
+    assert max(slots) <= 1050
+
+
 def test_plain_claims_take_nothing_from_a_limited_queue(client: Blocking) -> None:
     client.enqueue_many(Q, [{"n": i} for i in range(4)])
     client.set_limits(Q, max_running=1)

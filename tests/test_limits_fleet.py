@@ -278,3 +278,47 @@ def test_most_at_once_and_most_in_span_count_what_they_say() -> None:
     assert most_in_span([0, 0, 0.5, 1.0, 1.01], 1.0) == 4
     assert most_in_span([0, 2, 4], 1.0) == 1
 
+
+
+def test_outcomes_of_an_awaited_limit_are_written_at_once(dsn: str) -> None:
+    """Under max_running=1 every task waits for the one before to be acknowledged.  With
+    acks batched for up to a minute (ack_flush_ms), five tasks would take minutes; an
+    outcome under a limit that claims wait for is written as its handler ends, and its
+    slot taken again at once."""
+    from shardq.core.config import ClientConfig
+    from shardq.ops.limits import LISTED_SLOTS
+    from shardq.worker.config import WorkerConfig
+    from shardq.worker.daemon import Worker
+
+    app = shardq.App(dsn)
+    ran: list[int] = []
+
+    @app.task(queue="one-at-a-time")
+    def job(n: int) -> None:
+        ran.append(n)
+
+    with shardq.Client(dsn) as client:
+        client.set_limits("one-at-a-time", max_running=1)
+        assert client.limits("one-at-a-time").awaited
+        assert not shardq.Control(shardq.Limits(max_running=LISTED_SLOTS + 1)).awaited
+        app.use_client(client)
+        job.enqueue_many([(n,) for n in range(5)])
+        worker = Worker(app, ClientConfig(dsn=dsn),
+                        WorkerConfig(janitors=0, ack_flush_ms=60_000))
+        worker.start()
+        try:
+            wait_for(lambda: scalar(dsn, "SELECT count(*) FROM shardq.tasks "
+                                         "WHERE queue = 'one-at-a-time'") == 0, timeout=30)
+        finally:
+            worker.stop(5)
+    assert sorted(ran) == [0, 1, 2, 3, 4]
+
+
+def test_the_listed_slots_bound_is_the_one_the_claims_use() -> None:
+    from shardq.core import sqlfiles
+    from shardq.ops.limits import LISTED_SLOTS
+
+    for name in ("queue_free", "group_free"):
+        text = sqlfiles.text(name)
+        assert f"<= {LISTED_SLOTS}" in text, name
+        assert f"> {LISTED_SLOTS}" in text, name

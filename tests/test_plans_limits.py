@@ -116,3 +116,48 @@ def test_the_plain_claim_of_a_limited_queue_reads_no_task(
     assert ranges
     assert all(n["Actual Loops"] == 0 for n in ranges)
     assert plan[0]["Actual Rows"] == 0
+
+
+@pytest.fixture(scope="module")
+def crowded(databases: Any) -> Iterator[psycopg.Connection[Any]]:
+    """Queue 'wide' under max_running 1,000,000 with 5,000 running tasks holding slots
+    (spread over the range) beside 10k waiting ones."""
+    with psycopg.connect(databases.create(), autocommit=True) as conn:
+        conn.execute("""
+            INSERT INTO shardq.tasks (queue, payload, exec_time)
+            SELECT 'wide', '{}', now() - interval '1 hour' + g * interval '1 ms'
+            FROM generate_series(1, 10000) AS g""")
+        conn.execute("""
+            INSERT INTO shardq.tasks (queue, payload, exec_time, status, lease_token,
+                                      attempts, slot)
+            SELECT 'wide', '{}', now() + interval '10 min', 'locked', gen_random_uuid(), 1,
+                   g * 199
+            FROM generate_series(1, 5000) AS g""")
+        conn.execute("INSERT INTO shardq.queues (name, max_running) VALUES ('wide', 1000000)")
+        conn.execute("VACUUM ANALYZE shardq.tasks")
+        yield conn
+
+
+def running_reads(plan: list[dict[str, Any]]) -> int:
+    """Entries of tasks_slots (the running tasks' slots) the plan read, over all loops."""
+    return sum(n["Actual Rows"] * n.get("Actual Loops", 1) for n in plan
+               if n.get("Index Name") == "tasks_slots")
+
+
+def test_a_claim_under_a_large_limit_does_not_read_the_running_tasks(
+        crowded: psycopg.Connection[Any]) -> None:
+    """Above 1024 the slots are drawn at random and probed one by one: a claim reads a
+    few of the 5,000 running tasks' entries, not all of them."""
+    params = {**PARAMS, "queue": "wide", "group": None}
+    plan = explain(crowded, limited(crowded, "claim_range_ungrouped", "group_free_none"), params)
+    assert plan[0]["Actual Rows"] == LIMIT
+    assert running_reads(plan) < LIMIT  # probes that hit a running task, at most
+    # Once the limit is lowered below a running task's slot, the running tasks are counted.
+    crowded.execute("UPDATE shardq.queues SET max_running = 900000 WHERE name = 'wide'")
+    try:
+        plan = explain(crowded, limited(crowded, "claim_range_ungrouped", "group_free_none"),
+                       params)
+    finally:
+        crowded.execute("UPDATE shardq.queues SET max_running = 1000000 WHERE name = 'wide'")
+    assert plan[0]["Actual Rows"] == LIMIT
+    assert running_reads(plan) >= 5000

@@ -42,6 +42,10 @@ from shardq.ops.rates import Rate
 MAX_GROUP_TURNS = 16
 """Group turns one :func:`claim_any` call takes at most before the buckets' turns."""
 
+LISTED_SLOTS = 1024
+"""The highest running limit whose free slots a claim lists (``sql/queue_free.sql``);
+above it they are drawn at random, the limit seldom binding."""
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -80,6 +84,16 @@ class Control:
     def controlled(self) -> bool:
         """Whether claims of the queue go through :func:`claim_turn`."""
         return self.grouped or self.limits.any
+
+    @property
+    def awaited(self) -> bool:
+        """Whether claims may be waiting for the slots its running tasks hold: a running
+        limit (``max_running``, or per group) of at most :data:`LISTED_SLOTS`, or one
+        that was at least half used when this was read (a higher limit seldom binds)."""
+        most, per_group = self.limits.max_running, self.limits.max_running_per_group
+        return any(limit is not None and (limit <= LISTED_SLOTS or 2 * running >= limit)
+                   for limit, running in ((most, self.running),
+                                          (per_group, self.running_most_group)))
 
 
 @dataclass(frozen=True)

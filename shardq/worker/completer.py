@@ -43,9 +43,11 @@ class Completer(Loop[int]):
 
     def __init__(self, client: Client, metrics: Metrics, *, batch: int, flush_ms: int,
                  release: Callable[[list[Task]], list[Task]],
-                 written: Callable[[list[Task]], None] = lambda tasks: None) -> None:
+                 written: Callable[[list[Task]], None] = lambda tasks: None,
+                 urgent: Callable[[Task], bool] = lambda task: False) -> None:
         super().__init__("shardq-completer", flush_ms / 1000)
         self.client, self.metrics, self.batch, self.written = client, metrics, batch, written
+        self.urgent = urgent
         self.release = release
         # Handler threads add, the flusher takes: a deque's append, popleft and len are
         # each atomic, so no lock is taken for every task (four handler threads on two
@@ -54,12 +56,16 @@ class Completer(Loop[int]):
         self._writing = 0  # outcomes taken by run_once and not yet written
 
     def add(self, outcome: Outcome) -> None:
-        """Queue an outcome; the one that fills a batch wakes the flusher."""
+        """Queue an outcome; the one that fills a batch, or an ``urgent`` one, wakes the
+        flusher."""
         self._pending.append(outcome)
         # Once per batch: while a write takes long, outcomes pile up past a batch, and
         # waking the flusher for each would cost more than the add.  Two adds at once may
         # both see past the batch and neither wake it: it then flushes on its interval.
-        if len(self._pending) == self.batch:
+        # An urgent outcome (its task holds a slot of a running limit that claims wait
+        # for) is written now: under a binding limit, the flush interval would be added
+        # to every task's hold on its slot.
+        if len(self._pending) == self.batch or self.urgent(outcome.task):
             self.wake()
 
     def lag(self) -> int:

@@ -79,7 +79,7 @@ class Worker:
                                   beat_every_s=self.presence.every_s)
         self.completer = Completer(self.client, self.metrics, batch=config.ack_batch,
                                    flush_ms=config.ack_flush_ms, release=self.keeper.let_go,
-                                   written=self._written)
+                                   written=self._written, urgent=self._awaited)
         # Coroutine handlers run as coroutines on one event loop, with no thread per slot;
         # an app of plain functions only has no loop at all (see shardq.worker.slots).
         kind: type[Slots] = LoopSlots if any(h.is_async for h in app.handlers()) else ThreadSlots
@@ -169,9 +169,20 @@ class Worker:
         for task in tasks:
             if task.queue not in hinted:
                 hinted.add(task.queue)
-                limits = self.controls.get(task.queue).limits
-                if limits.max_running is not None or limits.max_running_per_group is not None:
+                if self._holds_capacity(task):
                     self._heard(task.queue, task.bucket)
+
+    def _holds_capacity(self, task: Task) -> bool:
+        """Whether ``task``'s queue has a running limit (``max_running``, or per group),
+        under which the task holds a slot until its outcome is written."""
+        limits = self.controls.get(task.queue).limits
+        return limits.max_running is not None or limits.max_running_per_group is not None
+
+    def _awaited(self, task: Task) -> bool:
+        """Whether claims may be waiting for the slot ``task`` holds (see
+        :attr:`~shardq.ops.limits.Control.awaited`): its outcome is written at once
+        rather than batched.  Under a limit that never binds, batching stays."""
+        return self.controls.get(task.queue).awaited
 
     def _heard(self, queue: str | None, bucket: int | None) -> None:
         if queue is None or bucket is None:  # work in many buckets, or notes were missed

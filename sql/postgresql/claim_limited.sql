@@ -1,23 +1,25 @@
 -- Claim a bounded batch of a flow-controlled queue's tasks from one index range
 -- (claim_where with claim_range_ungrouped, _mixed or _group), giving each task a free
 -- capacity slot under the queue's max_running and its group's max_running_per_group
--- (claim_free).  The tasks (c) and the free slots (f) are numbered and joined by that
--- number, so the claim takes as many tasks as there are tasks and slots both.  The
--- unique partial indexes tasks_slots and tasks_group_slots make a slot that a
--- concurrent claim took at the same moment fail this statement (a unique violation,
--- which the client reads as "nothing claimed, try again"), never exceed the limit.
-WITH c AS MATERIALIZED (
+-- (claim_free).  The free slots (f) are found first, and no more tasks (c) are locked
+-- than there are free slots: under a binding limit, a claim that locked a whole batch
+-- for the one slot free would hide the bucket's tasks from the claims beside it.  The
+-- two are numbered and joined by that number.  The unique partial indexes tasks_slots
+-- and tasks_group_slots make a slot that a concurrent claim took at the same moment
+-- fail this statement (a unique violation, which the client reads as "nothing claimed,
+-- try again"), never exceed the limit.
+WITH f AS MATERIALIZED (
+    {claim_free}
+), c AS MATERIALIZED (
     SELECT due.ctid, row_number() OVER (ORDER BY due.exec_time) AS i
     FROM (
         SELECT ctid, exec_time
         FROM shardq.tasks
         WHERE {claim_where}
         ORDER BY exec_time
-        LIMIT {limit}
+        LIMIT least({limit}, (SELECT count(*) FROM f))
         FOR UPDATE SKIP LOCKED
     ) AS due
-), f AS MATERIALIZED (
-    {claim_free}
 ), clock AS (
     SELECT coalesce(%(now)s::timestamptz, now()) AS now
 )
