@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,6 +37,7 @@ import psycopg
 import shardq
 from bench import common
 from bench.flow_app import records_dir
+from bench.flow_observe import SlotSampler, max_overlap, per_second, recorded, starts
 from bench.suite import backlog, harness, sys_shardq
 from bench.suite.settings import SHARDQ_2P, Settings
 
@@ -85,21 +85,6 @@ def _enqueue(url: str, payload: dict[str, Any], n: int, group: str | None = None
             client.enqueue_many(QUEUE, [payload] * min(5_000, n - first), group=group)
 
 
-def _records(url: str) -> list[list[str]]:
-    """The recorded handler runs of ``url``'s database: start, end, group, lease end."""
-    folder = records_dir(url)
-    if not folder.is_dir():
-        return []
-    return [line.split("\t") for path in folder.glob("*.tsv")
-            for line in path.read_text().splitlines() if line.count("\t") == 3]
-
-
-def _starts(url: str, group: str | None = None) -> list[tuple[float, float]]:
-    """(start, end) of the recorded handlers (of ``group``), by start."""
-    return sorted((float(a), float(b)) for a, b, g, _ in _records(url)
-                  if group is None or g == group)
-
-
 def _drain(url: str, n: int, worker: dict[str, Any]) -> Record:
     """The suite's timed ``shardq consume`` run (queue paused while the processes start,
     clock from its resume to an empty table) with this module's handler."""
@@ -125,46 +110,6 @@ def overhead(dbs: common.Databases, sizes: Sizes, reps: int, records: list[Recor
             dbs.close()
 
 
-def max_overlap(spans: list[tuple[float, float]]) -> int:
-    """The most of ``spans`` (start, end) open at one instant (an end before a start)."""
-    events = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
-    most = running = 0
-    for _, step in events:
-        running += step
-        most = max(most, running)
-    return most
-
-
-class SlotSampler:
-    """Samples, every 20 ms in a thread, how many of the queue's running tasks hold a
-    slot of its ``max_running`` (whether the limit is used, seen from the database)."""
-
-    def __init__(self, url: str) -> None:
-        self.url, self.samples = url, [0]
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="slot-sampler")
-
-    def _run(self) -> None:
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            while not self._stop.wait(0.02):
-                self.samples.append(int(common.scalar(
-                    conn, "SELECT count(*) FROM shardq.tasks WHERE queue = %s "
-                          "AND status = 'locked' AND slot IS NOT NULL", (QUEUE,))))
-
-    def __enter__(self) -> SlotSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def busy(self) -> list[int]:
-        """The samples from the first to the last with a slot held."""
-        held = [i for i, n in enumerate(self.samples) if n]
-        return self.samples[held[0]:held[-1] + 1] if held else []
-
-
 def binding(dbs: common.Databases, sizes: Sizes, records: list[Record]) -> None:
     """Measurement 2: a binding max_running under more handler slots than it allows."""
     url = _database(dbs, {"max_running": BINDING["max_running"]})
@@ -172,7 +117,7 @@ def binding(dbs: common.Databases, sizes: Sizes, records: list[Record]) -> None:
     with SlotSampler(url) as sampler:
         out = _drain(url, sizes.binding_tasks, {"processes": BINDING["processes"],
                                                 "concurrency": BINDING["concurrency"]})
-    spans = _starts(url)
+    spans = starts(url)
     if not spans:
         raise harness.RunnerError(f"no handler started: {out}")
     first, last = spans[0][0], spans[-1][0]
@@ -197,20 +142,6 @@ def binding(dbs: common.Databases, sizes: Sizes, records: list[Record]) -> None:
     dbs.close()
 
 
-def per_second(starts: list[float]) -> list[int]:
-    """Starts in each whole second from the first start on (the last, partial one left
-    out)."""
-    if not starts:
-        return []
-    whole = int(starts[-1] - starts[0])
-    counts = [0] * whole
-    for t in starts:
-        second = int(t - starts[0])
-        if second < whole:
-            counts[second] += 1
-    return counts
-
-
 def rate(dbs: common.Databases, sizes: Sizes, records: list[Record]) -> None:
     """Measurement 3: a queue rate over ``sizes.rate_s`` whole seconds, the backlog
     ample throughout (a draining queue's last buckets would run dry unevenly)."""
@@ -220,8 +151,8 @@ def rate(dbs: common.Databases, sizes: Sizes, records: list[Record]) -> None:
     _enqueue(url, {"rec": True}, RATE.count * (sizes.rate_s + 10))
     with _workers(url, {**WORKER, "handler": HANDLER}):
         time.sleep(sizes.rate_s + 2.0)
-    counts = per_second([a for a, _ in _starts(url)])[:sizes.rate_s]
-    ends = sorted(float(r[3]) for r in _records(url))
+    counts = per_second([a for a, _ in starts(url)])[:sizes.rate_s]
+    ends = sorted(float(r[3]) for r in recorded(url))
     claims = per_second(ends)[:sizes.rate_s]
     records.append({"scenario": SCENARIO, "kind": "rate", "per_second": counts,
                     "claims_per_second": claims})
@@ -264,7 +195,7 @@ def fairness(dbs: common.Databases, sizes: Sizes, records: list[Record]) -> None
         client.enqueue_many(QUEUE, [{"g": "B", "rec": True}] * sizes.group_b, group="B")
         committed = time.time()
         deadline = time.monotonic() + 120
-        while len(b := _starts(url, "B")) < sizes.group_b and time.monotonic() < deadline:
+        while len(b := starts(url, "B")) < sizes.group_b and time.monotonic() < deadline:
             time.sleep(0.05)
         a_after = left_a()
     if len(b) < sizes.group_b:

@@ -30,6 +30,7 @@ from shardq.core import tracing
 from shardq.handler import Context, bind, unbind
 from shardq.worker import isolation
 from shardq.worker.completer import Outcome
+from shardq.worker.eventloop import new_loop
 from shardq.worker.slots import Slots
 
 UNWIND_S = 1.0  # how long handlers cancelled at a stop may take to end
@@ -40,7 +41,7 @@ class LoopSlots(Slots):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:  # as Slots'
         super().__init__(*args, **kwargs)
-        self.loop = asyncio.new_event_loop()
+        self.loop = new_loop()  # timers on time to the microsecond (see eventloop)
         self._thread = threading.Thread(target=self.loop.run_forever, name="shardq-asyncio",
                                         daemon=True)
         # Plain function handlers and suspects' waits; threads start as they are needed.
