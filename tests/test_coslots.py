@@ -47,8 +47,13 @@ def test_the_slots_kind_follows_the_apps_handlers(dsn: str) -> None:
     @mixed.task(queue="k")
     async def three() -> None: ...
 
-    assert isinstance(worker_for(dsn, plain).slots, ThreadSlots)
-    assert isinstance(worker_for(dsn, mixed).slots, LoopSlots)
+    threads, loop = worker_for(dsn, plain), worker_for(dsn, mixed)
+    try:
+        assert isinstance(threads.slots, ThreadSlots)
+        assert isinstance(loop.slots, LoopSlots)
+    finally:  # never started: their clients' pools are closed here, not by the collector
+        threads.client.close()
+        loop.client.close()
 
 
 def test_coroutine_handlers_run_together_on_one_loop_within_concurrency(dsn: str) -> None:
