@@ -4,7 +4,7 @@ asyncio's default loop on Linux waits in ``epoll_wait``, which counts whole
 milliseconds: a timer due in 0.2 ms is waited for a whole millisecond (the timeout is
 rounded up, so that the wait is never short).  With several slots whose handlers sleep
 or time out at staggered moments, each waits up to a millisecond past its time: 16
-slots of handlers that sleep 1 ms ran a fifth slower than with the selector here.  The selector here
+slots of handlers that sleep 1 ms ran a fifth slower that way.  The selector here
 waits with ``select`` on the epoll descriptor itself, whose timeout has microseconds,
 and asks epoll for the events only once it is readable: a timer costs one system call,
 as before, and fires on time.
