@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -85,7 +86,7 @@ class Control:
         """Whether claims of the queue go through :func:`claim_turn`."""
         return self.grouped or self.limits.any
 
-    @property
+    @cached_property  # asked for every outcome a worker writes: computed once per read
     def awaited(self) -> bool:
         """Whether claims may be waiting for the slots its running tasks hold: a running
         limit (``max_running``, or per group) of at most :data:`LISTED_SLOTS`, or one
