@@ -14,11 +14,12 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 from shardq.aclient import AsyncClient
 from shardq.api import Operations
 from shardq.client import Client
+from shardq.core import validate
 from shardq.core.config import ClientConfig, check_setting
 from shardq.core.errors import ConfigError, InvalidTask
 from shardq.core.plan import Plan
 from shardq.core.task import Task, TaskId
-from shardq.core.validate import Arguments, queue_name
+from shardq.core.validate import Arguments
 from shardq.ops.cadence import Cadence, missed_policy
 from shardq.ops.periodic import Schedule
 from shardq.ops.results import keep_result_s as checked_keep
@@ -27,6 +28,22 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_QUEUE = "default"
+
+
+def _options(label: str, queue: str, priority: int = 0, max_attempts: int | None = None
+             ) -> str:
+    """The queue of a task's (or handler's) options once every option is checked as
+    enqueue checks it, in the same words; ConfigError, naming ``label``, otherwise.
+
+    Checked when the function is decorated: a bad option would otherwise be refused at
+    every enqueue, or at every slot of a schedule, instead of once at import.
+    """
+    try:
+        validate.priority(priority)
+        validate.max_attempts(max_attempts, 1)
+        return validate.queue_name(queue)
+    except InvalidTask as exc:
+        raise ConfigError(f"{label}: {exc}") from None
 
 
 class NoHandler(LookupError):
@@ -226,14 +243,19 @@ class App:
         why instead)."""
         def register(f: Callable[P, R]) -> TaskFunction[P, R]:
             task_name = name or f"{f.__module__}.{f.__qualname__}"
+            try:
+                validate.task_name(task_name)
+            except InvalidTask as exc:
+                raise ConfigError(str(exc)) from None
+            task_queue = _options(f"task {task_name!r}", queue, priority, max_attempts)
             if lease_s is not None:
                 check_setting(ClientConfig, "lease_s", lease_s, f"lease_s of task {task_name!r}")
             keep = checked_keep(keep_result_s, f"keep_result_s of task {task_name!r}")
             if task_name in self.tasks:
                 raise ConfigError(f"a task named {task_name!r} is already registered")
-            self.tasks[task_name] = Handler(f, queue_name(queue), lease_s, raw=False,
+            self.tasks[task_name] = Handler(f, task_queue, lease_s, raw=False,
                                             keep_result_s=keep)
-            return TaskFunction(self, f, name=task_name, queue=queue,
+            return TaskFunction(self, f, name=task_name, queue=task_queue,
                                 max_attempts=max_attempts, priority=priority)
 
         return register(fn) if fn is not None else register
@@ -250,18 +272,22 @@ class App:
         worker ran: ``"once"`` runs one catch-up, ``"all"`` runs each, ``"skip"`` runs
         none.  The other options are :meth:`task`'s; the schedule's name is the task's.
         Workers of the app fire each slot once between them (see :mod:`shardq.periodic`).
+        A schedule that could never fire (a cron expression that matches no date), or a
+        bad option, raises :class:`ConfigError` naming the schedule.
         """
-        when = Cadence(cron, every_s, tz)
-        policy = missed_policy(missed)
-
         def register(f: Callable[[], R]) -> TaskFunction[[], R]:
             try:
                 inspect.signature(f).bind()
             except TypeError:
                 raise ConfigError(f"a periodic task takes no arguments: {f.__qualname__}"
                                   ) from None
-            schedule = Schedule(name or f"{f.__module__}.{f.__qualname__}", when,
-                                queue_name(queue), priority, max_attempts, policy)
+            schedule_name = name or f"{f.__module__}.{f.__qualname__}"
+            try:
+                when = Cadence(cron, every_s, tz)
+                policy = missed_policy(missed)
+            except ConfigError as exc:
+                raise ConfigError(f"periodic schedule {schedule_name!r}: {exc}") from None
+            schedule = Schedule(schedule_name, when, queue, priority, max_attempts, policy)
             task: TaskFunction[[], R] = self.task(f, queue=queue, name=schedule.name,
                                                   max_attempts=max_attempts, lease_s=lease_s,
                                                   priority=priority, keep_result_s=keep_result_s)
@@ -281,8 +307,8 @@ class App:
             keep = checked_keep(keep_result_s, f"keep_result_s of queue {queue!r}")
             if queue in self.raw:
                 raise ConfigError(f"queue {queue!r} already has a handler")
-            self.raw[queue_name(queue)] = Handler(f, queue, lease_s, raw=True,
-                                                  keep_result_s=keep)
+            self.raw[_options(f"handler of queue {queue!r}", queue)] = Handler(
+                f, queue, lease_s, raw=True, keep_result_s=keep)
             return f
 
         return register

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections import Counter
@@ -18,7 +19,7 @@ import shardq
 from shardq.ops import periodic
 from shardq.ops.cadence import Cadence, Missed
 from shardq.ops.periodic import PeriodicLoop, Schedule
-from tests.test_cli import shardq_cli
+from tests.test_cli import one_line_error, shardq_cli
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -252,6 +253,11 @@ def test_database_clock(clean: None, client: shardq.Client,
     ({"cron": "*/5 * * *  * * * *"}, "not a valid cron expression"),
     ({"cron": "61 * * * *"}, "not a valid cron expression"),
     ({"cron": "@sometimes"}, "not a valid cron expression"),
+    ({"cron": 5}, "not a valid cron expression"),
+    ({"cron": "0 0 31 2 *"}, "never fires: it matches no date"),
+    ({"cron": "0 0 31 4,6,9,11 *"}, "never fires: it matches no date"),
+    ({"cron": "* * * * * *"}, "has 6 fields, not 5 .* use every_s"),
+    ({"cron": "* * * * * * *"}, "has 7 fields, not 5 .* use every_s"),
     ({"cron": "* * * * *", "tz": "Europe/Nowhere"}, "unknown time zone"),
     ({"every_s": float("nan")}, "every_s must be"),
     ({"every_s": float("inf")}, "every_s must be"),
@@ -262,8 +268,10 @@ def test_database_clock(clean: None, client: shardq.Client,
     ({}, "either cron= or every_s="),
     ({"cron": "* * * * *", "every_s": 60}, "either cron= or every_s="),
     ({"every_s": 5, "missed": "sometimes"}, "missed must be one of"),
-    ({"every_s": 5, "max_attempts": 0}, "max_attempts must be a positive integer"),
+    ({"every_s": 5, "max_attempts": 0}, "max_attempts must be an integer in"),
     ({"every_s": 5, "priority": 1.5}, "priority must be an integer"),
+    ({"every_s": 5, "queue": "a b"}, "invalid queue name"),
+    ({"every_s": 5, "name": "a\x00b"}, "NUL"),
 ])
 def test_bad_schedules_are_refused_at_registration(options: dict[str, Any],
                                                    message: str) -> None:
@@ -271,8 +279,53 @@ def test_bad_schedules_are_refused_at_registration(options: dict[str, Any],
     with pytest.raises(shardq.ConfigError, match=message) as refused:
         app.periodic(**options)(lambda: None)
     assert "\n" not in str(refused.value)
+    assert str(refused.value).startswith("periodic schedule ")
     assert app.schedules == {}
     assert app.tasks == {}
+
+
+def test_a_schedule_that_never_fires_is_refused_naming_it() -> None:
+    app = shardq.App()
+    with pytest.raises(shardq.ConfigError) as refused:
+        @app.periodic(cron="0 0 31 2 *", name="leap")
+        def never() -> None: ...
+    assert str(refused.value) == "periodic schedule 'leap': cron '0 0 31 2 *' never fires: " \
+                                 "it matches no date"
+    assert app.schedules == {}
+
+
+@pytest.mark.parametrize("written", ["0 0 31 2 *", "* * * * * *"])
+def test_a_schedule_that_cannot_fire_leaves_the_others_firing(
+        st: shardq.Client, clock: shardq.ManualClock,
+        connect: psycopg.Connection[Any], caplog: pytest.LogCaptureFixture,
+        written: str) -> None:
+    """A row another version of the app wrote with a cron expression this one refuses:
+    it is logged once and listed with its error; the schedule beside it fires (`shardq
+    periodic list` and `run` with such a row: test_cli_list_and_run)."""
+    ticker = loop(st, every("tick", 1), cron("broken", "0 0 * * *"))
+    connect.execute("UPDATE shardq.periodic SET cron = %s WHERE name = 'broken'", (written,))
+    with caplog.at_level(logging.WARNING, logger="shardq"):
+        for _ in range(3):
+            clock.advance(1)
+            assert [f.name for f in ticker.run_once()] == ["tick"]
+    info = {i.name: i for i in periodic.listing(st.statements)}
+    why = info["broken"].error
+    assert str(why).startswith(f"cron {written!r} ")
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("ERROR", f"periodic schedule 'broken' cannot fire: {why}; the other schedules fire "
+                  "as usual (`shardq periodic list` shows it)")]
+    assert ticker.failing == {"broken": why}
+    assert info["broken"].next_slot is None
+    assert (info["tick"].error, info["tick"].next_slot) == (None, T0 + timedelta(seconds=4))
+
+    loop(st, every("tick", 1), cron("broken", "0 0 * * *"))  # this version registers again
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="shardq"):
+        clock.advance(1)
+        ticker.run_once()
+    assert [r.getMessage() for r in caplog.records] == [
+        "periodic schedule 'broken' no longer fails"]
+    assert ticker.failing == {}
 
 
 def test_a_periodic_function_takes_no_arguments() -> None:
@@ -303,18 +356,25 @@ def test_registration_makes_a_task_and_a_schedule() -> None:
 
 def test_cli_list_and_run(st: shardq.Client, clock: shardq.ManualClock, dsn: str,
                           connect: psycopg.Connection[Any]) -> None:
-    ticker = loop(st, cron("nightly", "30 2 * * *", tz="Europe/Berlin"), every("tick", 30))
+    ticker = loop(st, cron("nightly", "30 2 * * *", tz="Europe/Berlin"), every("tick", 30),
+                  cron("broken", "0 0 * * *"))
+    # As another version of the app could have written it: listed with its error, never
+    # a traceback, and the other schedules listed and run as usual.
+    connect.execute("UPDATE shardq.periodic SET cron = '0 0 31 2 *' WHERE name = 'broken'")
     clock.advance(30)
     ticker.run_once()
     listed = [json.loads(line) for line in
               shardq_cli("periodic", "list", "--dsn", dsn).stdout.splitlines()]
     assert listed == [
+        {"name": "broken", "expression": "0 0 31 2 *", "tz": "UTC", "queue": "ticks",
+         "missed": "once", "last_slot": None, "next_slot": None, "removed_at": None,
+         "error": "cron '0 0 31 2 *' never fires: it matches no date"},
         {"name": "nightly", "expression": "30 2 * * *", "tz": "Europe/Berlin",
          "queue": "ticks", "missed": "once", "last_slot": None,
-         "next_slot": "2030-01-02T01:30:00+00:00", "removed_at": None},
+         "next_slot": "2030-01-02T01:30:00+00:00", "removed_at": None, "error": None},
         {"name": "tick", "expression": "every 30s", "tz": "UTC", "queue": "ticks",
          "missed": "once", "last_slot": "2030-01-01T12:00:30+00:00",
-         "next_slot": "2030-01-01T12:01:00+00:00", "removed_at": None},
+         "next_slot": "2030-01-01T12:01:00+00:00", "removed_at": None, "error": None},
     ]
     out = shardq_cli("periodic", "run", "nightly", "--dsn", dsn).stdout.strip()
     row = connect.execute("SELECT queue, payload FROM shardq.tasks WHERE id = %s",
@@ -323,8 +383,7 @@ def test_cli_list_and_run(st: shardq.Client, clock: shardq.ManualClock, dsn: str
     assert row[0] == "ticks"
     assert row[1]["task"] == "nightly"
     # A run outside the schedule leaves the schedule as it was.
-    assert periodic.listing(st.statements)[0].last_slot is None
-    missing = shardq_cli("periodic", "run", "nope", "--dsn", dsn, check=False)
-    assert missing.returncode == 1
-    assert "no periodic schedule named 'nope'" in missing.stderr
+    assert periodic.listing(st.statements)[1].last_slot is None
+    one_line_error(shardq_cli("periodic", "run", "nope", "--dsn", dsn, check=False),
+                   "no periodic schedule named 'nope'")
 

@@ -254,6 +254,44 @@ def test_task_lease_is_a_setting(dsn: str) -> None:
             app.handler("q", lease_s=lease_s)(lambda payload: None)
 
 
+BAD_TASK_OPTIONS: list[dict[str, Any]] = [
+    {"max_attempts": 0}, {"max_attempts": 2**31}, {"max_attempts": "3"},
+    {"priority": 1.5}, {"priority": 3_000_000_000}, {"queue": "a b"}, {"queue": ""},
+]
+
+
+@pytest.mark.parametrize("option", BAD_TASK_OPTIONS, ids=str)
+def test_task_options_are_refused_when_decorated_as_enqueue_refuses_them(
+        client: Client, connect: psycopg.Connection[Any], option: dict[str, Any]) -> None:
+    """``@app.task`` and ``@app.periodic`` refuse an option enqueue would refuse, in the
+    words enqueue uses, naming the task, instead of every enqueue (or slot) failing."""
+    given = {"queue": "q", **option}
+    with pytest.raises(InvalidTask) as at_enqueue:
+        client.enqueue(given.pop("queue"), {"n": 1}, **given)
+    app = shardq.App(client.config.dsn)
+    for decorate, label in ((app.task(name="t", **option), "task 't'"),
+                            (app.periodic(every_s=60, name="p", **option),
+                             "periodic schedule 'p'")):
+        with pytest.raises(ConfigError) as at_decoration:
+            decorate(lambda: None)
+        assert str(at_decoration.value) == f"{label}: {at_enqueue.value}"
+    if "queue" in option:
+        with pytest.raises(ConfigError) as at_decoration:
+            app.handler(option["queue"])(lambda payload: None)
+        assert str(at_decoration.value) == f"handler of queue {option['queue']!r}: " \
+                                           f"{at_enqueue.value}"
+    assert (app.tasks, app.schedules, app.raw) == ({}, {}, {})
+    assert nothing_written(connect)
+
+
+def test_a_task_name_the_database_cannot_store_is_refused_when_decorated() -> None:
+    app = shardq.App()
+    for decorate in (app.task(name="a\x00b"), app.periodic(every_s=60, name="a\x00b")):
+        with pytest.raises(ConfigError, match="a task's name contains a NUL character"):
+            decorate(lambda: None)
+    assert (app.tasks, app.schedules) == ({}, {})
+
+
 def test_bucket_count_must_match_schema(dsn: str) -> None:
     with pytest.raises(ConfigError, match="schema has 16 buckets"):
         shardq.Client(dsn, bucket_count=8)

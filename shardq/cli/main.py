@@ -195,15 +195,15 @@ def cmd_periodic(args: argparse.Namespace) -> int:
                     "name": info.name, "expression": info.expression, "tz": info.tz,
                     "queue": info.queue, "missed": info.missed,
                     "last_slot": _iso(info.last_slot), "next_slot": _iso(info.next_slot),
-                    "removed_at": _iso(info.removed_at)}))
+                    "removed_at": _iso(info.removed_at), "error": info.error}))
             return 0
         name = _schedule_named(args.name, [i.name for i in periodic.listing(client.statements)])
         if name is None:
-            return 1
+            return 2
         task_id = periodic.run_now(client.statements, name)
     if task_id is None:  # deleted since it was listed
         print(f"shardq: no periodic schedule named {name!r}", file=sys.stderr)
-        return 1
+        return 2
     print(task_id)
     return 0
 

@@ -60,6 +60,13 @@ def queue_name(name: object) -> str:
     return name
 
 
+def task_name(name: object) -> str:
+    """A task function's name (and its periodic schedule's): text the database can store."""
+    if not isinstance(name, str) or not name:
+        raise InvalidTask(f"a task's name must be non-empty text, got {name!r:.80}")
+    return storable("a task's name", name)
+
+
 def payload_json(payload: Any, max_bytes: int) -> str:
     """The payload as compact JSON text, refused if not serialisable or over ``max_bytes``."""
     try:

@@ -21,13 +21,14 @@ same instant (02:30 and 03:30 on the jump day, for an hourly schedule) are one s
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterBadDateError, CroniterError, croniter
 
 from shardq.core.errors import ConfigError
 
@@ -38,6 +39,9 @@ ON_TIME_S = 60.0
 MIN_EVERY_S = 1.0
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MICROSECOND = timedelta(microseconds=1)
+CRON_FIELDS = 5
+"""minute, hour, day of month, month, day of week: croniter's seconds and year fields
+(a 6th and a 7th) are refused, as ``every_s`` does seconds."""
 
 
 def missed_policy(value: object) -> Missed:
@@ -58,9 +62,11 @@ class Cadence:
     def __post_init__(self) -> None:
         if (self.cron is None) == (self.every_s is None):
             raise ConfigError("give a periodic schedule either cron= or every_s=")
-        if self.cron is not None and (not isinstance(self.cron, str)
-                                      or not croniter.is_valid(self.cron)):
-            raise ConfigError(f"not a valid cron expression: {self.cron!r}")
+        if self.cron is not None:
+            problem = (_cron_problem(self.cron) if isinstance(self.cron, str)
+                       else "is not a valid cron expression")
+            if problem is not None:
+                raise ConfigError(f"cron {self.cron!r} {problem}")
         if self.every_s is not None:
             every = self.every_s
             if (isinstance(every, bool) or not isinstance(every, int | float)
@@ -80,7 +86,7 @@ class Cadence:
     @property
     def expression(self) -> str:
         """The cron expression, or ``every Ns``."""
-        return self.cron if self.cron is not None else f"every {self.every_s:g}s"
+        return expression(self.cron, self.every_s)
 
     def after(self, t: datetime) -> datetime:
         """The first slot strictly after ``t``."""
@@ -116,6 +122,36 @@ class Cadence:
 
     def _instant(self, wall: datetime) -> datetime:
         return wall.replace(tzinfo=self._zone(), fold=0).astimezone(UTC)
+
+
+def expression(cron: str | None, every_s: float | None) -> str:
+    """A schedule's cron expression, or ``every Ns`` for an interval."""
+    return cron if cron is not None else f"every {every_s:g}s"
+
+
+@functools.lru_cache(maxsize=1024)
+def _cron_problem(cron: str) -> str | None:
+    """Why ``cron`` cannot be a schedule's (the end of a sentence), or None when it can.
+
+    Cached: a worker builds each schedule's cadence at every step, and the check steps
+    croniter once.
+    """
+    if not croniter.is_valid(cron):
+        return "is not a valid cron expression"
+    fields = cron.split()
+    if not cron.lstrip().startswith("@") and len(fields) != CRON_FIELDS:
+        return (f"has {len(fields)} fields, not {CRON_FIELDS} (minute hour day-of-month "
+                "month day-of-week); for slots seconds apart use every_s")
+    try:
+        # Without a year field the longest gap between two matches is 8 years (29
+        # February around 2100), well within croniter's search: an expression it finds
+        # no date for matches none (31 February, 31 April).
+        croniter(cron, EPOCH.replace(tzinfo=None)).get_next(datetime)
+    except CroniterBadDateError:
+        return "never fires: it matches no date"
+    except CroniterError as exc:
+        return f"is not a valid cron expression ({exc})"
+    return None
 
 
 def _us(t: datetime) -> int:

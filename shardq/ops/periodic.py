@@ -29,7 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from shardq.core.errors import ConfigError, SchemaNotReady
+from shardq.core import validate
+from shardq.core.errors import ConfigError, InvalidTask, SchemaNotReady
 from shardq.core.loop import Loop
 from shardq.core.statements import Statements
 from shardq.core.task import TaskId
@@ -56,14 +57,16 @@ class Schedule:
     missed: Missed = "once"
 
     def __post_init__(self) -> None:
-        cadence.missed_policy(self.missed)
-        if isinstance(self.priority, bool) or not isinstance(self.priority, int):
-            raise ConfigError(f"priority must be an integer number of seconds, "
-                              f"got {self.priority!r}")
-        attempts = self.max_attempts
-        if attempts is not None and (isinstance(attempts, bool) or not isinstance(attempts, int)
-                                     or attempts < 1):
-            raise ConfigError(f"max_attempts must be a positive integer, got {attempts!r}")
+        # Refused here, as enqueue would refuse them (same checks, same words), rather
+        # than by the database at every slot.
+        try:
+            validate.task_name(self.name)
+            cadence.missed_policy(self.missed)
+            validate.queue_name(self.queue)
+            validate.priority(self.priority)
+            validate.max_attempts(self.max_attempts, 1)
+        except (ConfigError, InvalidTask) as exc:
+            raise ConfigError(f"periodic schedule {self.name!r}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,8 @@ class ScheduleInfo:
     last_slot: datetime | None
     next_slot: datetime | None
     removed_at: datetime | None
+    error: str | None = None
+    """Why no slot of the schedule can be worked out (it fires nothing), else None."""
 
 
 def register(st: Statements, schedules: Sequence[Schedule], queues: Sequence[str]) -> None:
@@ -113,24 +118,41 @@ def register(st: Statements, schedules: Sequence[Schedule], queues: Sequence[str
                  ", ".join(r[0] for r in removed))
 
 
-def fire_due(st: Statements, names: Sequence[str]) -> list[Fired]:
-    """Fire the due slot of each named schedule (one per schedule); returns those enqueued.
+def fire_due(st: Statements, names: Sequence[str]) -> tuple[list[Fired], dict[str, str]]:
+    """Fire the due slot of each named schedule (one per schedule); returns those enqueued,
+    and why, by name, the schedules whose slot could not be worked out were left alone.
 
     "Now" is the clock's, or the database's when the clock has none.  A slot another
-    worker fired first is not in the result.
+    worker fired first is not in the result.  A schedule whose row no slot can be worked
+    out from (a cron expression that never fires, written by another version of the
+    app) fires nothing, and the others fire as usual.
     """
     fired: list[Fired] = []
+    failed: dict[str, str] = {}
     rows = st.all("periodic_due", {"names": list(names)})
     for now, name, cron, every_s, tz, missed, since, last_slot in rows:
         if name is None:
             continue
         base = since if last_slot is None else max(since, last_slot)
-        slot = cadence.due(Cadence(cron, every_s, tz), missed, base, now)
+        try:
+            slot = cadence.due(Cadence(cron, every_s, tz), missed, base, now)
+        except Exception as exc:  # this schedule's, whatever it is: the others go on
+            failed[name] = _why(exc)
+            continue
         if slot is not None:
             task_id = fire(st, name, slot[0], run=slot[1], since=since, last_slot=last_slot)
             if task_id is not None:
                 fired.append(Fired(name, slot[0], task_id))
-    return fired
+    return fired, failed
+
+
+def _why(exc: Exception) -> str:
+    """One line on why a schedule's slot could not be worked out."""
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else ""
+    if isinstance(exc, ConfigError):
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def fire(st: Statements, name: str, slot: datetime, *, run: bool, since: datetime,
@@ -173,11 +195,16 @@ def listing(st: Statements) -> list[ScheduleInfo]:
 def _info(name: str, cron: str | None, every_s: float | None, tz: str, missed: str,
           task: str, queue: str, priority: int, max_attempts: int, since: datetime,
           last_slot: datetime | None, removed_at: datetime | None) -> ScheduleInfo:
-    when = Cadence(cron, every_s, tz)
-    base = since if last_slot is None else max(since, last_slot)
-    return ScheduleInfo(name, when.expression, tz, missed, task, queue, priority,
-                        max_attempts, last_slot,
-                        None if removed_at is not None else when.after(base), removed_at)
+    next_slot: datetime | None = None
+    error: str | None = None
+    if removed_at is None:
+        base = since if last_slot is None else max(since, last_slot)
+        try:
+            next_slot = Cadence(cron, every_s, tz).after(base)
+        except Exception as exc:  # shown on its row: the other rows are listed as usual
+            error = _why(exc)
+    return ScheduleInfo(name, cadence.expression(cron, every_s), tz, missed, task, queue,
+                        priority, max_attempts, last_slot, next_slot, removed_at, error)
 
 
 class PeriodicLoop(Loop[list[Fired]]):
@@ -187,7 +214,9 @@ class PeriodicLoop(Loop[list[Fired]]):
     each slot is enqueued once (see the module's docstring).  The schedules are
     expected to be registered already (a worker does so when it starts, with the
     queues it consumes).  A step that finds the schema missing registers them again
-    once the schema is back: their rows went with it, and nothing would fire.
+    once the schema is back: their rows went with it, and nothing would fire.  A
+    schedule whose slot cannot be worked out is logged once (and again if the reason
+    changes), left alone while the others fire, and logged again when it no longer fails.
     """
 
     def __init__(self, st: Statements, schedules: Sequence[Schedule], queues: Sequence[str],
@@ -196,6 +225,8 @@ class PeriodicLoop(Loop[list[Fired]]):
         self.statements, self.schedules, self.queues = st, list(schedules), list(queues)
         self.names = [s.name for s in self.schedules]
         self._registered = True
+        self.failing: dict[str, str] = {}
+        """Why, by name, the schedules that could not fire at the last step could not."""
 
     def run_once(self) -> list[Fired]:
         """Fire every due slot (at most :data:`MAX_FIRED_PER_STEP`); returns those enqueued."""
@@ -205,15 +236,27 @@ class PeriodicLoop(Loop[list[Fired]]):
                 self._registered = True
                 log.info("periodic schedules registered again: %s", ", ".join(self.names))
             fired: list[Fired] = []
-            while len(fired) < MAX_FIRED_PER_STEP:
-                step = fire_due(self.statements, self.names)
-                if not step:
-                    return fired
+            while True:
+                step, failed = fire_due(self.statements, self.names)
                 fired += step
-            return fired
+                if not step or len(fired) >= MAX_FIRED_PER_STEP:
+                    break
         except SchemaNotReady:
             self._registered = False
             raise
+        self._tell(failed)
+        return fired
+
+    def _tell(self, failed: dict[str, str]) -> None:
+        """Log the schedules that started failing (or fail otherwise) and those that
+        recovered; a schedule that goes on failing the same way is not logged again."""
+        for name, why in failed.items():
+            if self.failing.get(name) != why:
+                log.error("periodic schedule %r cannot fire: %s; the other schedules fire "
+                          "as usual (`shardq periodic list` shows it)", name, why)
+        for name in self.failing.keys() - failed.keys():
+            log.warning("periodic schedule %r no longer fails", name)
+        self.failing = failed
 
     def delay_after(self, result: list[Fired]) -> float:
         """No wait while catching up (the step stopped at its limit)."""
