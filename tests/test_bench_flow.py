@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("psutil")
+pytest.importorskip("psutil", reason="the bench extra is not installed")
+pytest.importorskip("matplotlib", reason="the bench extra is not installed")
 
 from bench import flow, flow_report
 from bench.suite import report
