@@ -278,3 +278,14 @@ def test_a_claim_that_lost_its_slot_to_a_concurrent_one_says_so(
     (turn,) = turns
     assert turn.tasks == []
     assert turn.raced
+
+
+def test_a_fresh_rate_starts_with_its_full_burst(timed: Blocking,
+                                                 clock: shardq.ManualClock) -> None:
+    """One claim takes the whole burst, whichever buckets the tasks are in."""
+    timed.enqueue_many(Q, [{"n": i} for i in range(20)])
+    timed.set_limits(Q, rate=Rate(10, burst=3))
+    assert len(timed.claim(Q, limit=10)) == 3
+    assert timed.claim(Q, limit=10) == []
+    clock.advance(0.1)
+    assert len(timed.claim(Q, limit=10)) == 1

@@ -216,7 +216,8 @@ def claim_any(st: Statements, queue: str, start: int, *, limit: int, lease_s: fl
               ) -> Plan[list[Task]]:
     """:func:`shardq.ops.claims.claim` for any queue: a queue under flow control is
     claimed a turn at a time (its groups in name order, then its ungrouped tasks
-    bucket by bucket from ``start``) until a turn takes tasks.  ``cursors`` keeps,
+    bucket by bucket from ``start``) until a turn takes tasks (under a queue rate, until
+    ``limit`` tasks or the rate's tokens are taken).  ``cursors`` keeps,
     per queue, where the caller's next turn starts (see :class:`Turn`)."""
     plain = claims.claim(st, queue, start, limit=limit, lease_s=lease_s, worker_id=worker_id)
     n = st.bucket_count
@@ -238,14 +239,20 @@ def claim_any(st: Statements, queue: str, start: int, *, limit: int, lease_s: fl
         if not control.controlled:
             return []
         after = cursors.get(queue, "") if control.grouped else None
+        # Under a queue rate a turn's tokens may outnumber its bucket's tasks: the next
+        # turns spend the rest, so a claim takes what the rate allows (a fresh rate's
+        # whole burst), not one bucket's share of it.
+        rated = control.limits.rate is not None
+        got: list[Task] = []
         for step in range(n + (MAX_GROUP_TURNS if control.grouped else 0)):
             bucket = (start + step) % n
-            turn = yield from _turn(st, queue, bucket, after, control, limit, lease_s,
-                                    worker_id, token)()
+            turn = yield from _turn(st, queue, bucket, after, control, limit - len(got),
+                                    lease_s, worker_id, token)()
             after = cursors[queue] = turn.after
-            if turn.tasks:
-                return turn.tasks
-        return []
+            got += turn.tasks
+            if got and (not rated or len(got) >= limit or turn.wait_s > 0):
+                return got
+        return got
 
     return plan(steps)
 
