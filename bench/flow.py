@@ -75,7 +75,7 @@ def _database(dbs: common.Databases, limits: dict[str, Any]) -> str:
     url = harness.prepare(dbs, "shardq")
     if limits:
         with shardq.Client(url, pool_max_size=1) as client:
-            client.set_limits(QUEUE, **limits)
+            client.set_limits(QUEUE, **limits, create=True)
     return url
 
 

@@ -130,7 +130,19 @@ def run_migrations_online() -> None:
         _forget_a_dropped_schema(connection)
         with context.begin_transaction():
             context.run_migrations()
+        _drop_the_version_table_at_base(connection)
     engine.dispose()
+
+
+def _drop_the_version_table_at_base(connection: Connection) -> None:
+    """``alembic downgrade base`` removes everything shardq made, the version table too
+    (Alembic itself leaves it behind, empty, in ``public``).  A read of the revision
+    (``dont_mutate``) changes nothing."""
+    migration = context.get_context()
+    if migration.opts.get("dont_mutate") or migration.get_current_heads():
+        return
+    connection.execute(text(f"DROP TABLE IF EXISTS {VERSION_TABLE}"))
+    connection.commit()
 
 
 def _forget_a_dropped_schema(connection: Connection) -> None:

@@ -44,7 +44,7 @@ from shardq.ops import (
     workers,
 )
 from shardq.ops import limits as flow
-from shardq.ops.rates import Rate
+from shardq.ops.rates import Rate, rate_of
 from shardq.ops.workers import WorkerInfo
 
 P = ParamSpec("P")
@@ -240,18 +240,25 @@ class Operations:
     @operation
     def set_limits(self, queue: str, *, max_running: int | None = None,
                    max_running_per_group: int | None = None,
-                   rate: Rate | None = None,
-                   rate_per_group: Rate | None = None) -> Plan[flow.Limits]:
+                   rate: Rate | str | None = None,
+                   rate_per_group: Rate | str | None = None,
+                   create: bool = False) -> Plan[flow.Limits]:
         """Set ``queue``'s limits, replacing all earlier ones (call with none to clear
         them); every worker applies them at its next claim.
 
         ``max_running`` caps the queue's running tasks across every worker,
-        ``max_running_per_group`` each group's; ``rate``/``rate_per_group`` cap claims
-        per period (:class:`shardq.Rate`).  The database keeps them: capacity comes back
-        when a task ends or its lease expires, whatever happened to its worker.
+        ``max_running_per_group`` each group's (each from 1 to a million:
+        :data:`shardq.core.validate.MAX_RUNNING`);
+        ``rate``/``rate_per_group`` cap claims per period (:class:`shardq.Rate`, or its
+        text ``"COUNT/PERIOD_S[/BURST]"`` as the CLI takes it).  The database keeps them:
+        capacity comes back when a task ends or its lease expires, whatever happened to
+        its worker.  A queue without limits that has no tasks, is not paused and was not
+        active in the last hour is refused with :class:`shardq.UnknownQueue` (a typo,
+        most likely): pass ``create=True`` to limit a queue before its first task.
         """
         return flow.set_limits(self.statements, queue, flow.Limits(
-            max_running, max_running_per_group, rate, rate_per_group))
+            max_running, max_running_per_group, rate_of("rate", rate),
+            rate_of("rate_per_group", rate_per_group)), create=create)
 
     @operation
     def limits(self, queue: str) -> Plan[flow.Control]:

@@ -35,6 +35,25 @@ def test_migrate_then_use(databases: Any) -> None:
     assert "times_claimed: 0" in shown
 
 
+def test_version_is_the_installed_distributions() -> None:
+    from importlib.metadata import version
+
+    done = shardq_cli("--version")
+    assert (done.stdout, done.stderr) == (f"shardq {version('shardq')}\n", "")
+
+
+def test_demo_prints_its_figures_as_aligned_lines(databases: Any) -> None:
+    url = databases.create()
+    lines = shardq_cli("demo", "--tasks", "50", "--threads", "2", "--dsn", url
+                       ).stdout.splitlines()
+    assert "{" not in "\n".join(lines)
+    assert [line[:19] for line in lines] == ["enqueued           ", "claimed and acked  ",
+                                             "left in demo       "]
+    assert lines[0].startswith("enqueued           50 tasks in ")
+    assert lines[1].startswith("claimed and acked  50 tasks in ")
+    assert lines[2] == "left in demo       0 waiting, 0 scheduled, 0 running, 0 dead"
+
+
 def test_migrate_sql_prints_ddl_without_a_database() -> None:
     out = shardq_cli("migrate", "--sql", "--dialect", "postgresql").stdout
     assert "CREATE TABLE IF NOT EXISTS shardq.tasks" in out

@@ -192,7 +192,7 @@ def test_forms_need_the_session_and_the_csrf_field(site: str, timed: shardq.Clie
 
 def test_pages_show_limits_and_the_form_sets_them(site: str, timed: shardq.Client) -> None:
     queue = fresh("limits")
-    timed.set_limits(queue, max_running=1, rate=shardq.Rate(100, 60))
+    timed.set_limits(queue, max_running=1, rate=shardq.Rate(100, 60), create=True)
     timed.enqueue_many(queue, [{"n": 1}, {"n": 2}])
     timed.claim(queue, limit=5)  # one slot of one held, one task due: saturated
     [row] = [r for r in call(f"{site}/").text.split("<tr") if f'data-queue="{queue}"' in r]
@@ -235,7 +235,8 @@ def test_limits_through_the_api(site: str, timed: shardq.Client) -> None:
     queue = fresh("api-limits")
     url = f"{site}/api/queues/{queue}/limits"
     assert call(url, "POST", {"max_running": 4}).status == 401
-    done = call(url, "POST", {"max_running": 4, "rate": "10/1/3"}, token=TOKEN)
+    done = call(url, "POST", {"max_running": 4, "rate": "10/1/3", "create": True},
+                token=TOKEN)
     assert done.status == 200, done.text
     assert timed.limits(queue).limits == shardq.Limits(4, None, shardq.Rate(10, 1.0, 3))
     call(url, "POST", {"rate": None}, token=TOKEN)  # null removes one; the others stay
@@ -244,6 +245,22 @@ def test_limits_through_the_api(site: str, timed: shardq.Client) -> None:
     assert call(url, "POST", {"rate": "fast"}, token=TOKEN).status == 400
     figures = call(f"{site}/api/queues/{queue}").json()["stats"]
     assert (figures["max_running"], figures["running"], figures["saturated"]) == (4, 0, False)
+
+
+def test_limits_of_an_unknown_queue_need_create(site: str, timed: shardq.Client) -> None:
+    queue = fresh("api-typo")
+    url = f"{site}/api/queues/{queue}/limits"
+    refused = call(url, "POST", {"max_running": 4}, token=TOKEN)
+    assert refused.status == 404
+    assert refused.json()["error"].endswith('add ?create=1 or "create": true')
+    assert not timed.limits(queue).limits.any
+    assert call(f"{url}?create=1", "POST", {"max_running": 4}, token=TOKEN).status == 200
+    assert timed.limits(queue).limits == shardq.Limits(4)
+    other = f"{site}/api/queues/{fresh('api-new')}/limits"
+    assert call(other, "POST", {"rate": "1/1", "create": True}, token=TOKEN).status == 200
+    too_many = call(url, "POST", {"max_running": 1_000_001}, token=TOKEN)
+    assert too_many.status == 400
+    assert "between 1 and 1,000,000" in too_many.json()["error"]
 
 
 @pytest.mark.parametrize("settings", [{"read_only": True}, {}])

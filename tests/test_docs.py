@@ -317,3 +317,17 @@ def test_readme_links_resolve() -> None:
                if "://" not in m["target"] and not (ROOT / m["target"]).exists()]
     assert LINK.search(readme)
     assert not missing
+
+
+HEAD_NAMED = re.compile(r"\b(?P<revision>\d{4}) \(head\)")
+
+
+def test_the_head_revision_the_docs_name_is_the_migrations_head() -> None:
+    """A page that quotes ``shardq migrate`` (``... revision NNNN (head)``) names the
+    newest revision in migrations/versions, so a new migration makes it say so."""
+    head = max(p.name[:4] for p in (ROOT / "migrations" / "versions").glob("[0-9]*.py"))
+    named = {(path.relative_to(ROOT).as_posix(), m["revision"])
+             for path in [ROOT / "README.md", *DOCS.rglob("*.md")]
+             for m in HEAD_NAMED.finditer(path.read_text(encoding="utf-8"))}
+    assert ("docs/how-to/schema.md", head) in named
+    assert {page for page, revision in named if revision != head} == set()

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 SCRIPT_ENQUEUE = """
+import logging
 import shardq
+logging.basicConfig(level=logging.INFO)  # the fallback is said at INFO: it is the default
 with shardq.Client() as c:
     print(c.enqueue("kept", {"survives": "restart"}))
 """
@@ -53,5 +55,5 @@ def test_client_without_dsn_uses_embedded_postgres(home: dict[str, str]) -> None
 def test_cli_demo_runs_on_the_embedded_default(home: dict[str, str]) -> None:
     out = run([sys.executable, "-m", "shardq", "demo", "--tasks", "2000", "--threads", "2"],
               home).stdout
-    assert "enqueued 2000 tasks" in out
-    assert "claimed and acked 2000 tasks" in out
+    assert "enqueued           2,000 tasks" in out
+    assert "claimed and acked  2,000 tasks" in out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from typing import Any
 
 import psycopg
@@ -12,6 +13,8 @@ import pytest
 
 import shardq
 from shardq import Limits, Rate
+from shardq.core import validate
+from shardq.ops import limitstext
 from tests.clients import Blocking
 
 pytestmark = pytest.mark.both_clients
@@ -42,20 +45,20 @@ def claim_all(client: Blocking, limit: int = 10, **options: Any) -> list[shardq.
 
 def test_limits_round_trip_and_clearing_removes_the_row(client: Blocking,
                                                         connect: psycopg.Connection[Any]) -> None:
-    set_to = client.set_limits(Q, max_running=5, rate=Rate(100, 60))
+    set_to = client.set_limits(Q, max_running=5, rate=Rate(100, 60), create=True)
     assert set_to == Limits(5, None, Rate(100, 60))
     control = client.limits(Q)
     assert control.limits == Limits(5, None, Rate(100, 60.0, 5))
     assert control.controlled
     assert not control.grouped
-    client.set_limits(Q)
+    client.set_limits(Q, create=True)
     assert not client.limits(Q).controlled
     assert connect.execute("SELECT count(*) FROM shardq.queues WHERE name = %s",
                            (Q,)).fetchone() == (0,)
 
 
 def test_resume_keeps_the_limits(client: Blocking) -> None:
-    client.set_limits(Q, max_running=2)
+    client.set_limits(Q, max_running=2, create=True)
     client.pause(Q, create=True)
     assert client.resume(Q)
     assert client.limits(Q).limits.max_running == 2
@@ -65,7 +68,45 @@ def test_resume_keeps_the_limits(client: Blocking) -> None:
                                  {"max_running_per_group": -1}])
 def test_bad_limits_are_refused(client: Blocking, bad: dict[str, Any]) -> None:
     with pytest.raises(shardq.InvalidTask):
-        client.set_limits(Q, **bad)
+        client.set_limits(Q, **bad, create=True)
+
+
+def test_an_unknown_queue_is_refused_unless_created(client: Blocking) -> None:
+    typo = f"typo-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(shardq.UnknownQueue) as refused:
+        client.set_limits(typo, max_running=2)
+    [line] = str(refused.value).splitlines()
+    assert line.endswith("to limit it before its first task, pass create=True")
+    assert not client.limits(typo).limits.any
+    assert client.set_limits(typo, max_running=2, create=True) == Limits(2)
+    assert client.set_limits(typo, max_running=3) == Limits(3)  # known by its limits
+    busy = f"busy-{uuid.uuid4().hex[:8]}"
+    client.enqueue(busy, {})
+    assert client.set_limits(busy, rate=Rate(5)) == Limits(rate=Rate(5))  # known by its task
+
+
+def test_running_limits_have_one_bound_in_python_the_cli_and_the_dashboard(
+        client: Blocking) -> None:
+    top = validate.MAX_RUNNING
+    assert client.set_limits(Q, max_running=top, max_running_per_group=top,
+                             create=True) == Limits(top, top)
+    assert limitstext.running(str(top)) == top  # the CLI's and the dashboard's parser
+    for name in ("max_running", "max_running_per_group"):
+        with pytest.raises(shardq.InvalidTask, match=f"between 1 and {top:,}"):
+            client.set_limits(Q, **{name: top + 1}, create=True)
+        with pytest.raises(shardq.InvalidTask, match=f"between 1 and {top:,}"):
+            limitstext.running(str(top + 1), name)
+
+
+def test_a_rate_may_be_given_as_its_text(client: Blocking) -> None:
+    assert client.set_limits(Q, rate="100/60", rate_per_group="5/1/2",
+                             create=True) == Limits(rate=Rate(100, 60.0),
+                                                    rate_per_group=Rate(5, 1.0, 2))
+    assert client.limits(Q).limits.rate == Rate(100, 60.0, 5)
+    with pytest.raises(shardq.InvalidTask, match="rate must be COUNT/PERIOD_S"):
+        client.set_limits(Q, rate="fast", create=True)
+    with pytest.raises(shardq.InvalidTask, match=r"rate must be a shardq.Rate\(count"):
+        client.set_limits(Q, rate=100, create=True)
 
 
 def test_bad_rates_and_groups_are_refused() -> None:
@@ -85,7 +126,7 @@ def test_a_bad_group_is_refused(client: Blocking) -> None:
 
 def test_max_running_holds_across_claims_and_frees_on_every_outcome(
         client: Blocking, connect: psycopg.Connection[Any]) -> None:
-    client.set_limits(Q, max_running=3)
+    client.set_limits(Q, max_running=3, create=True)
     client.enqueue_many(Q, [{"n": i} for i in range(10)])
     first = claim_all(client)
     assert len(first) == 3
@@ -101,11 +142,11 @@ def test_max_running_holds_across_claims_and_frees_on_every_outcome(
 
 
 def test_a_lowered_limit_binds_at_the_next_claim(client: Blocking) -> None:
-    client.set_limits(Q, max_running=4)
+    client.set_limits(Q, max_running=4, create=True)
     client.enqueue_many(Q, [{"n": i} for i in range(10)])
     held = claim_all(client)
     assert len(held) == 4
-    client.set_limits(Q, max_running=2)
+    client.set_limits(Q, max_running=2, create=True)
     client.ack_many(held[:2])
     assert client.claim(Q, limit=10) == []  # still 2 running
     client.ack_many(held[2:])
@@ -117,7 +158,7 @@ def test_a_limit_above_1024_holds_by_its_slots_and_counts_after_a_lowering(
     """Above 1024 the free slots are random numbers up to the limit (the running tasks
     are not read): the unique slots keep the limit; once it is lowered below running
     tasks' slots, claims count the running tasks until those end."""
-    client.set_limits(Q, max_running=1100)
+    client.set_limits(Q, max_running=1100, create=True)
     client.enqueue_many(Q, [{"n": i} for i in range(1300)])
     held = claim_all(client, 100)
     slots = running_slots(connect)
@@ -125,7 +166,7 @@ def test_a_limit_above_1024_holds_by_its_slots_and_counts_after_a_lowering(
     assert len(set(slots)) == len(slots)
     assert min(slots) >= 1
     assert max(slots) <= 1100
-    client.set_limits(Q, max_running=1050)
+    client.set_limits(Q, max_running=1050, create=True)
     slot_of = dict(connect.execute("SELECT id, slot FROM shardq.tasks WHERE queue = %s "
                                    "AND status = 'locked'", (Q,)).fetchall())
     above = [t for t in held if slot_of[t.id] > 1050]
@@ -146,14 +187,14 @@ def test_a_limit_above_1024_holds_by_its_slots_and_counts_after_a_lowering(
 
 def test_plain_claims_take_nothing_from_a_limited_queue(client: Blocking) -> None:
     client.enqueue_many(Q, [{"n": i} for i in range(4)])
-    client.set_limits(Q, max_running=1)
+    client.set_limits(Q, max_running=1, create=True)
     assert all(client.claim_bucket(Q, b, limit=10) == [] for b in range(client.bucket_count))
     assert len(claim_all(client)) == 1
 
 
 def test_a_slot_taken_twice_is_refused_by_the_database(client: Blocking,
                                                         connect: psycopg.Connection[Any]) -> None:
-    client.set_limits(Q, max_running=2)
+    client.set_limits(Q, max_running=2, create=True)
     client.enqueue_many(Q, [{"n": i} for i in range(3)])
     (task,) = client.claim(Q, limit=1)
     other = connect.execute("SELECT id FROM shardq.tasks WHERE queue = %s AND status = "
@@ -167,7 +208,7 @@ def test_a_slot_taken_twice_is_refused_by_the_database(client: Blocking,
 
 def test_a_lease_that_expires_gives_its_slot_back(timed: Blocking,
                                                   clock: shardq.ManualClock) -> None:
-    timed.set_limits(Q, max_running=1)
+    timed.set_limits(Q, max_running=1, create=True)
     timed.enqueue_many(Q, [{"n": 1}, {"n": 2}])
     assert len(claim_all(timed, 5, lease_s=5)) == 1  # and its worker dies
     clock.advance(6)
@@ -201,7 +242,7 @@ def test_ungrouped_tasks_of_a_grouped_queue_get_their_turn(client: Blocking) -> 
 
 
 def test_max_running_per_group(client: Blocking) -> None:
-    client.set_limits(Q, max_running_per_group=2)
+    client.set_limits(Q, max_running_per_group=2, create=True)
     for g in "abc":
         client.enqueue_many(Q, [{"g": g} for _ in range(5)], group=g)
     held = claim_all(client, 5)
@@ -213,7 +254,7 @@ def test_max_running_per_group(client: Blocking) -> None:
 
 def test_a_rate_gives_its_burst_then_one_per_interval(timed: Blocking,
                                                       clock: shardq.ManualClock) -> None:
-    timed.set_limits(Q, rate=Rate(10, 1.0, burst=3))
+    timed.set_limits(Q, rate=Rate(10, 1.0, burst=3), create=True)
     timed.enqueue_many(Q, [{"n": i} for i in range(50)])
     assert len(claim_all(timed)) == 3
     clock.advance(0.25)  # two intervals of 0.1 s
@@ -224,7 +265,7 @@ def test_a_rate_gives_its_burst_then_one_per_interval(timed: Blocking,
 
 def test_tokens_a_claim_could_not_use_are_given_back(timed: Blocking,
                                                      clock: shardq.ManualClock) -> None:
-    timed.set_limits(Q, rate=Rate(10, 1.0, burst=5))
+    timed.set_limits(Q, rate=Rate(10, 1.0, burst=5), create=True)
     timed.enqueue_many(Q, [{"n": 1}, {"n": 2}])
     assert len(claim_all(timed)) == 2
     timed.enqueue_many(Q, [{"n": i} for i in range(10)])
@@ -232,7 +273,7 @@ def test_tokens_a_claim_could_not_use_are_given_back(timed: Blocking,
 
 
 def test_a_rate_per_group(timed: Blocking, clock: shardq.ManualClock) -> None:
-    timed.set_limits(Q, rate_per_group=Rate(1, 1.0, burst=1))
+    timed.set_limits(Q, rate_per_group=Rate(1, 1.0, burst=1), create=True)
     for g in "ab":
         timed.enqueue_many(Q, [{"g": g} for _ in range(5)], group=g)
     got = [t.payload["g"] for t in claim_all(timed, 5)]
@@ -253,7 +294,7 @@ def test_a_keyed_task_put_back_keeps_its_group(client: Blocking) -> None:
 
 def test_a_claim_that_lost_its_slot_to_a_concurrent_one_says_so(
         client: Blocking, dsn: str, connect: psycopg.Connection[Any]) -> None:
-    client.set_limits(Q, max_running=1)
+    client.set_limits(Q, max_running=1, create=True)
     first = client.enqueue(Q, {"n": 1})
     second = client.get(client.enqueue(Q, {"n": 2}))
     assert second is not None
@@ -278,3 +319,14 @@ def test_a_claim_that_lost_its_slot_to_a_concurrent_one_says_so(
     (turn,) = turns
     assert turn.tasks == []
     assert turn.raced
+
+
+def test_a_fresh_rate_starts_with_its_full_burst(timed: Blocking,
+                                                 clock: shardq.ManualClock) -> None:
+    """One claim takes the whole burst, whichever buckets the tasks are in."""
+    timed.enqueue_many(Q, [{"n": i} for i in range(20)])
+    timed.set_limits(Q, rate=Rate(10, burst=3), create=True)
+    assert len(timed.claim(Q, limit=10)) == 3
+    assert timed.claim(Q, limit=10) == []
+    clock.advance(0.1)
+    assert len(timed.claim(Q, limit=10)) == 1

@@ -80,7 +80,7 @@ def test_set_show_change_and_clear(limit: Callable[..., str], client: shardq.Cli
 def test_shown_use_counts_the_running_tasks(limit: Callable[..., str],
                                             client: shardq.Client) -> None:
     queue = fresh("cli-use")
-    client.set_limits(queue, max_running=2, max_running_per_group=1)
+    client.set_limits(queue, max_running=2, max_running_per_group=1, create=True)
     client.enqueue_many(queue, [{"n": n} for n in range(3)], group="tenant-a")
     assert len(client.claim(queue, limit=5)) == 1  # the group's limit
     shown = limit(queue)
@@ -90,6 +90,7 @@ def test_shown_use_counts_the_running_tasks(limit: Callable[..., str],
 
 @pytest.mark.parametrize(("args", "says"), [
     (["--max-running", "0"], "argument --max-running: the value must be between 1 and"),
+    (["--max-running-per-group", "1000001"], "must be between 1 and 1,000,000"),
     (["--max-running", "many"], "argument --max-running: the value must be a whole number or none"),
     (["--rate", "10"], "argument --rate: the value must be COUNT/PERIOD_S[/BURST]"),
     (["--rate", "10/0"], "argument --rate: the value's period must be a positive number"),
@@ -122,7 +123,7 @@ def test_an_unknown_queue_needs_create(cli: Callable[..., tuple[int, str, str]],
 def test_stats_show_limits_use_and_saturation(cli: Callable[..., tuple[int, str, str]],
                                               dsn: str, client: shardq.Client) -> None:
     queue, free = fresh("stats-limited"), fresh("stats-free")
-    client.set_limits(queue, max_running=1, rate=Rate(100, 60))
+    client.set_limits(queue, max_running=1, rate=Rate(100, 60), create=True)
     client.enqueue_many(queue, [{"n": 1}, {"n": 2}])
     client.enqueue(free, {})
     st = client.statements
@@ -150,7 +151,7 @@ def test_doctor_warns_about_an_always_saturated_limit(
         cli: Callable[..., tuple[int, str, str]], databases: Databases) -> None:
     url = databases.create()
     with shardq.Client(url) as client:
-        client.set_limits("mail", max_running=1)
+        client.set_limits("mail", max_running=1, create=True)
         client.enqueue_many("mail", [{"n": 1}, {"n": 2}])
         [held] = client.claim("mail", limit=5, lease_s=600)
         seen = doctor.saturation(client)
@@ -171,7 +172,7 @@ def test_doctor_is_silent_without_saturation(databases: Databases) -> None:
     with shardq.Client(url) as client:
         assert doctor.saturation(client) == doctor.Finding(
             "limits", True, "no queue has a max_running limit")
-        client.set_limits("mail", max_running=2)
+        client.set_limits("mail", max_running=2, create=True)
         client.enqueue_many("mail", [{"n": 1}, {"n": 2}])
         client.claim("mail", limit=1, lease_s=600)  # one of two slots: room left
         seen = doctor.saturation(client)
@@ -196,7 +197,8 @@ def test_top_shows_the_limits_column_only_when_a_queue_has_limits(
         return console.export_text()
 
     assert "limits" not in screen([free])
-    client.set_limits(queue, max_running=1, max_running_per_group=1, rate=Rate(50, 1, 20))
+    client.set_limits(queue, max_running=1, max_running_per_group=1, rate=Rate(50, 1, 20),
+                      create=True)
     client.enqueue_many(queue, [{"n": 1}, {"n": 2}], group="tenant-a")
     client.claim(queue, limit=5)
     shown = screen([queue, free])
@@ -212,7 +214,7 @@ def test_metrics_show_limits_their_use_and_saturation(client: shardq.Client) -> 
     from shardq.worker.metrics import Metrics
 
     queue = fresh("metrics-limited")
-    client.set_limits(queue, max_running=1, rate_per_group=Rate(30, 60))
+    client.set_limits(queue, max_running=1, rate_per_group=Rate(30, 60), create=True)
     client.enqueue_many(queue, [{"n": 1}, {"n": 2}])
     [held] = client.claim(queue, limit=5)
     st = client.statements
@@ -232,7 +234,7 @@ def test_metrics_show_limits_their_use_and_saturation(client: shardq.Client) -> 
                    "shardq_queue_rate_per_second"):
         assert absent not in seen
     client.ack(held)
-    client.set_limits(queue)  # no limits: their series go, saturation reads 0
+    client.set_limits(queue, create=True)  # no limits: their series go, saturation reads 0
     metrics.record(st.perform(queuestats.stats(st, queue)))
     seen = series()
     assert "shardq_queue_max_running" not in seen

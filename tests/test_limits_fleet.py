@@ -173,7 +173,7 @@ def intervals(runs: list[Run]) -> list[tuple[float, float]]:
 
 
 def test_max_running_is_never_exceeded_across_workers(fleet: Fleet) -> None:
-    fleet.client.set_limits("capped", max_running=4)
+    fleet.client.set_limits("capped", max_running=4, create=True)
     limited.capped.enqueue_many([(n, 0.1) for n in range(60)])
     with Sampler(fleet.url, "capped") as sampler:
         wait_for(lambda: fleet.drained("capped"), timeout=90, what="the queue to drain")
@@ -191,7 +191,7 @@ def test_max_running_is_never_exceeded_across_workers(fleet: Fleet) -> None:
 
 def test_max_running_per_group_is_never_exceeded_and_groups_run_side_by_side(
         fleet: Fleet) -> None:
-    fleet.client.set_limits("grouped", max_running_per_group=2)
+    fleet.client.set_limits("grouped", max_running_per_group=2, create=True)
     groups = ("A", "B", "C")
     for i, g in enumerate(groups):
         limited.grouped.enqueue_many([(n, 0.1, g) for n in range(i * 15, i * 15 + 15)], group=g)
@@ -214,7 +214,7 @@ def test_max_running_per_group_is_never_exceeded_and_groups_run_side_by_side(
 
 def test_a_rate_is_never_exceeded_across_workers(fleet: Fleet) -> None:
     rate = shardq.Rate(10, 1.0, burst=2)
-    fleet.client.set_limits("rated", rate=rate)
+    fleet.client.set_limits("rated", rate=rate, create=True)
     limited.rated.enqueue_many([(n, 0.05) for n in range(35)])
     wait_for(lambda: fleet.drained("rated"), timeout=90, what="the queue to drain")
     runs = fleet.runs("rated")
@@ -230,7 +230,7 @@ def test_a_rate_is_never_exceeded_across_workers(fleet: Fleet) -> None:
 
 def test_a_worker_killed_mid_run_leaks_no_capacity_and_never_lets_the_limit_be_passed(
         fleet: Fleet) -> None:
-    fleet.client.set_limits("leased", max_running=4)
+    fleet.client.set_limits("leased", max_running=4, create=True)
     limited.leased.enqueue_many([(n, 1.0) for n in range(16)])
     with Sampler(fleet.url, "leased") as sampler:
         victim = fleet.daemons[0]
@@ -298,7 +298,7 @@ def test_outcomes_of_an_awaited_limit_are_written_at_once(dsn: str) -> None:
         ran.append(n)
 
     with shardq.Client(dsn) as client:
-        client.set_limits("one-at-a-time", max_running=1)
+        client.set_limits("one-at-a-time", max_running=1, create=True)
         assert client.limits("one-at-a-time").awaited
         assert not shardq.Control(shardq.Limits(max_running=LISTED_SLOTS + 1)).awaited
         app.use_client(client)

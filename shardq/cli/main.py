@@ -259,11 +259,29 @@ def cmd_consume(args: argparse.Namespace) -> int:
                verbose=args.verbose)
 
 
+class Version(argparse.Action):
+    """``--version``: ``shardq X.Y.Z``, the installed distribution's version (read only
+    when asked for: the metadata lookup would slow every command's start)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> NoReturn:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("shardq")
+        except PackageNotFoundError:  # a checkout on sys.path that was never installed
+            found = "(not installed)"
+        print(f"shardq {found}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = Parser(prog="shardq", description=DESCRIPTION,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    parser.add_argument("--version", action=Version, nargs=0,
+                        help="print shardq's version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, handler: Handler, help: str) -> argparse.ArgumentParser:

@@ -167,8 +167,7 @@ LIMIT_OPTIONS = ("max_running", "max_running_per_group", "rate", "rate_per_group
 def cmd_limit(args: argparse.Namespace) -> int:
     """``shardq queue limit QUEUE [...]``: change the limits given (the others stay; with
     --clear, every one not given goes), then print them; with no option, print them."""
-    from shardq.core.plan import plan
-    from shardq.ops import control, limitstext
+    from shardq.ops import limitstext
     from shardq.ops.limits import Limits
 
     changes = {name: getattr(args, name) for name in LIMIT_OPTIONS
@@ -176,17 +175,15 @@ def cmd_limit(args: argparse.Namespace) -> int:
     with _client(args) as client:
         found = client.limits(args.queue)
         if changes or args.clear:
-            st = client.statements
-            # A typo would otherwise become a queue of its own, as with pause.
-            if not (args.create or found.limits.any
-                    or st.perform(plan(lambda: control.known(st, args.queue)))):
-                names = st.perform(plan(lambda: control.names(st)))
-                raise UnknownQueue(args.queue, names, "to limit it before its first task, "
-                                   "add --create")
             new = limitstext.merged(Limits() if args.clear else found.limits, **changes)
-            client.set_limits(args.queue, max_running=new.max_running,
-                              max_running_per_group=new.max_running_per_group,
-                              rate=new.rate, rate_per_group=new.rate_per_group)
+            try:
+                client.set_limits(args.queue, max_running=new.max_running,
+                                  max_running_per_group=new.max_running_per_group,
+                                  rate=new.rate, rate_per_group=new.rate_per_group,
+                                  create=args.create)
+            except UnknownQueue as exc:  # the API's hint names create=True: give the flag
+                raise UnknownQueue(exc.queue, exc.known, "to limit it before its first "
+                                   "task, add --create") from None
             found = client.limits(args.queue)
     if args.json:
         print(json.dumps({"queue": args.queue, **dataclasses.asdict(found.limits),

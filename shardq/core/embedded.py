@@ -74,8 +74,9 @@ def ensure_started() -> str:
                 conn.execute(sqlfiles.plain("database_create", database=DATABASE))
         if pgdata not in _announced:
             _announced.add(pgdata)
-            log.warning("no database named (SHARDQ_DSN); using the embedded PostgreSQL "
-                        "with its data in %s", pgdata)
+            # INFO: the embedded server is the documented default, not a problem.
+            log.info("no database named (SHARDQ_DSN); using the embedded PostgreSQL "
+                     "with its data in %s", pgdata)
         return str(server.get_uri(DATABASE))  # type: ignore[attr-defined]
 
 

@@ -307,6 +307,18 @@ class Arguments:
 
 
 MAX_GROUP_CHARS = 256
+MAX_RUNNING = 1_000_000
+"""The highest running limit (``max_running``, ``max_running_per_group``) that the
+Python API, the CLI and the dashboard accept: more running at once than any fleet
+holds is a typo, not a limit."""
+
+
+def running_limit(name: str, value: object) -> int:
+    """A running limit: an integer from 1 to :data:`MAX_RUNNING`."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_RUNNING:
+        raise InvalidTask(f"{name} must be between 1 and {MAX_RUNNING:,} (a whole number), "
+                          f"got {value!r}")
+    return value
 
 
 def positive_int(name: str, value: object) -> int:

@@ -33,10 +33,12 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from shardq.core import validate
+from shardq.core.errors import InvalidTask, UnknownQueue
 from shardq.core.plan import Fetch, Plan, Steps, plan
 from shardq.core.statements import Statements
 from shardq.core.task import Task
 from shardq.ops import claims, rates
+from shardq.ops import control as queue_control
 from shardq.ops.claims import attempt_claim, task_rows
 from shardq.ops.rates import Rate
 
@@ -61,7 +63,12 @@ class Limits:
         for name in ("max_running", "max_running_per_group"):
             value = getattr(self, name)
             if value is not None:
-                validate.positive_int(name, value)
+                validate.running_limit(name, value)
+        for name in ("rate", "rate_per_group"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, Rate):
+                raise InvalidTask(f"{name} must be a shardq.Rate(count, period_s=...) or "
+                                  f"'COUNT/PERIOD_S[/BURST]' text, got {value!r:.80}")
 
     @property
     def any(self) -> bool:
@@ -111,9 +118,13 @@ class Turn:
     once (more slots may be free)."""
 
 
-def set_limits(st: Statements, queue: str, limits: Limits) -> Plan[Limits]:
+def set_limits(st: Statements, queue: str, limits: Limits, *,
+               create: bool = False) -> Plan[Limits]:
     """Set ``queue``'s limits (replacing every earlier one; :class:`Limits` () clears
-    them).  Running workers apply them at their next claim."""
+    them).  Running workers apply them at their next claim.  A queue with no limits
+    that shardq does not know (see :func:`shardq.ops.control.known`) is refused with
+    :class:`UnknownQueue` unless ``create``: a typo would otherwise become a limited
+    queue of its own, and the real one would stay unlimited."""
     name = validate.queue_name(queue)
     values = {"queue": name, "max_running": limits.max_running,
               "max_running_per_group": limits.max_running_per_group,
@@ -121,6 +132,11 @@ def set_limits(st: Statements, queue: str, limits: Limits) -> Plan[Limits]:
               **_rate_params("rate_per_group", limits.rate_per_group)}
 
     def steps() -> Steps[Limits]:
+        if not create:
+            found = yield from _controls(st, [name])
+            if not found[name].limits.any and not (yield from queue_control.known(st, name)):
+                raise UnknownQueue(name, (yield from queue_control.names(st)),
+                                   "to limit it before its first task, pass create=True")
         yield st.execute("limits_set", values)
         yield st.execute("limits_tidy", {"queue": name})
         return limits
@@ -216,7 +232,8 @@ def claim_any(st: Statements, queue: str, start: int, *, limit: int, lease_s: fl
               ) -> Plan[list[Task]]:
     """:func:`shardq.ops.claims.claim` for any queue: a queue under flow control is
     claimed a turn at a time (its groups in name order, then its ungrouped tasks
-    bucket by bucket from ``start``) until a turn takes tasks.  ``cursors`` keeps,
+    bucket by bucket from ``start``) until a turn takes tasks (under a queue rate, until
+    ``limit`` tasks or the rate's tokens are taken).  ``cursors`` keeps,
     per queue, where the caller's next turn starts (see :class:`Turn`)."""
     plain = claims.claim(st, queue, start, limit=limit, lease_s=lease_s, worker_id=worker_id)
     n = st.bucket_count
@@ -238,14 +255,20 @@ def claim_any(st: Statements, queue: str, start: int, *, limit: int, lease_s: fl
         if not control.controlled:
             return []
         after = cursors.get(queue, "") if control.grouped else None
+        # Under a queue rate a turn's tokens may outnumber its bucket's tasks: the next
+        # turns spend the rest, so a claim takes what the rate allows (a fresh rate's
+        # whole burst), not one bucket's share of it.
+        rated = control.limits.rate is not None
+        got: list[Task] = []
         for step in range(n + (MAX_GROUP_TURNS if control.grouped else 0)):
             bucket = (start + step) % n
-            turn = yield from _turn(st, queue, bucket, after, control, limit, lease_s,
-                                    worker_id, token)()
+            turn = yield from _turn(st, queue, bucket, after, control, limit - len(got),
+                                    lease_s, worker_id, token)()
             after = cursors[queue] = turn.after
-            if turn.tasks:
-                return turn.tasks
-        return []
+            got += turn.tasks
+            if got and (not rated or len(got) >= limit or turn.wait_s > 0):
+                return got
+        return got
 
     return plan(steps)
 

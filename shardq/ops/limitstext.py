@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from shardq.core import validate
 from shardq.core.errors import InvalidTask
 from shardq.ops.limits import Control, Limits
 from shardq.ops.rates import Rate
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 NONE = ("none", "off", "")
-MAX_LIMIT = 1_000_000  # more running at once than any fleet holds: a typo, not a limit
 
 
 @dataclass(frozen=True)
@@ -41,32 +41,14 @@ def running(text: str, name: str = "limit") -> int | Unset:
         value = int(raw)
     except ValueError:
         raise InvalidTask(f"{name} must be a whole number or none, got {text!r}") from None
-    if not 1 <= value <= MAX_LIMIT:
-        raise InvalidTask(f"{name} must be between 1 and {MAX_LIMIT:,}, got {value}")
-    return value
+    return validate.running_limit(name, value)
 
 
 def rate(text: str, name: str = "rate") -> Rate | Unset:
-    """A rate written ``COUNT/PERIOD_S[/BURST]``, or ``none``."""
-    raw = text.strip().lower()
-    if raw in NONE:
+    """A rate written ``COUNT/PERIOD_S[/BURST]`` (:meth:`Rate.parse`), or ``none``."""
+    if text.strip().lower() in NONE:
         return UNSET
-    parts = raw.split("/")
-    if len(parts) not in (2, 3):
-        raise InvalidTask(f"{name} must be COUNT/PERIOD_S[/BURST] (e.g. 100/60 or 50/1/5) "
-                          f"or none, got {text!r}")
-    try:
-        count, period_s = int(parts[0]), float(parts[1])
-        burst = int(parts[2]) if len(parts) == 3 else None
-    except ValueError:
-        raise InvalidTask(f"{name} must be COUNT/PERIOD_S[/BURST] with whole COUNT and "
-                          f"BURST (e.g. 100/60 or 50/1/5), got {text!r}") from None
-    if not 0 < period_s < float("inf"):
-        raise InvalidTask(f"{name}'s period must be a positive number of seconds, "
-                          f"got {parts[1]!r}")
-    if count < 1 or (burst is not None and burst < 1):
-        raise InvalidTask(f"{name}'s count and burst must be at least 1, got {text!r}")
-    return Rate(count, period_s, burst)
+    return Rate.parse(text, name)
 
 
 def merged(old: Limits, *, max_running: int | Unset | None = None,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shardq.core import validate
+from shardq.core.errors import InvalidTask
 from shardq.core.plan import Steps
 from shardq.core.statements import Statements
 
@@ -34,6 +35,27 @@ class Rate:
         if self.burst is not None:
             validate.positive_int("rate burst", self.burst)
 
+    @classmethod
+    def parse(cls, text: str, name: str = "rate") -> Rate:
+        """A rate written ``COUNT/PERIOD_S[/BURST]`` (``100/60`` is 100 claims a minute,
+        ``50/1/5`` 50 a second with a burst of 5), as the CLI and the dashboard take it."""
+        parts = text.strip().split("/")
+        if len(parts) not in (2, 3):
+            raise InvalidTask(f"{name} must be COUNT/PERIOD_S[/BURST] (e.g. 100/60 or 50/1/5) "
+                              f"or none, got {text!r}")
+        try:
+            count, period_s = int(parts[0]), float(parts[1])
+            burst = int(parts[2]) if len(parts) == 3 else None
+        except ValueError:
+            raise InvalidTask(f"{name} must be COUNT/PERIOD_S[/BURST] with whole COUNT and "
+                              f"BURST (e.g. 100/60 or 50/1/5), got {text!r}") from None
+        if not 0 < period_s < float("inf"):
+            raise InvalidTask(f"{name}'s period must be a positive number of seconds, "
+                              f"got {parts[1]!r}")
+        if count < 1 or (burst is not None and burst < 1):
+            raise InvalidTask(f"{name}'s count and burst must be at least 1, got {text!r}")
+        return cls(count, period_s, burst)
+
     @property
     def burst_or_default(self) -> int:
         """The burst in effect."""
@@ -52,6 +74,11 @@ class Spent:
     queue: int | None = None
     group: int | None = None
     wait_s: float = 0.0
+
+
+def rate_of(name: str, value: Rate | str | None) -> Rate | None:
+    """A rate given as a :class:`Rate` or as its text (see :meth:`Rate.parse`)."""
+    return Rate.parse(value, name) if isinstance(value, str) else value
 
 
 def spend(st: Statements, queue: str, group: str | None, rate: Rate | None,

@@ -52,9 +52,12 @@ def purge(st: Statements, queue: str) -> Done:
 LIMIT_FIELDS = ("max_running", "max_running_per_group", "rate", "rate_per_group")
 
 
-def limit(st: Statements, queue: str, fields: Mapping[str, str]) -> Done:
+def limit(st: Statements, queue: str, fields: Mapping[str, str], *,
+          create: bool = False) -> Done:
     """Change ``queue``'s limits named in ``fields`` (as written in
-    :mod:`shardq.ops.limitstext`; empty or ``none`` removes one); the others stay."""
+    :mod:`shardq.ops.limitstext`; empty or ``none`` removes one); the others stay.  A
+    queue shardq does not know is refused (:class:`~shardq.UnknownQueue`) unless
+    ``create``, as by :meth:`shardq.Client.set_limits`."""
     unknown = set(fields) - set(LIMIT_FIELDS)
     if unknown:
         raise InvalidTask(f"no limit named {sorted(unknown)[0]!r}: the limits are "
@@ -64,7 +67,8 @@ def limit(st: Statements, queue: str, fields: Mapping[str, str]) -> Done:
         parse = limitstext.rate if name.startswith("rate") else limitstext.running
         changes[name] = parse(str(text), name)
     old = st.perform(limits.control(st, queue)).limits
-    new = st.perform(limits.set_limits(st, queue, limitstext.merged(old, **changes)))
+    new = st.perform(limits.set_limits(st, queue, limitstext.merged(old, **changes),
+                                       create=create))
     shown = limitstext.summary_of(new)
     return Done(f"{queue}: " + (f"limits set ({shown})" if shown else "no limits"), 1)
 

@@ -4,9 +4,10 @@ Reads: ``GET /api/queues``, ``/api/queues/{name}``, ``/api/tasks/{id}`` (its
 ``history`` holds its attempts), ``/api/tasks/{id}/attempts`` (a finished task's too),
 ``/api/workers``, ``/api/throughput[?queue=]``.  Actions (served only with a token, each needing
 ``Authorization: Bearer <token>``): ``POST /api/queues/{name}/pause|resume|purge``,
-``POST /api/dead/retry|purge`` with ``{"queue": ...}`` or ``{"ids": [...]}``, and
-``POST /api/tasks/{id}/cancel``.  Actions answer ``{"message", "count", "more"}``;
-``more`` says a bounded action left work to do (call it again).
+``POST /api/queues/{name}/limits`` (404 for a queue shardq does not know, unless
+``?create=1``), ``POST /api/dead/retry|purge`` with ``{"queue": ...}`` or
+``{"ids": [...]}``, and ``POST /api/tasks/{id}/cancel``.  Actions answer
+``{"message", "count", "more"}``; ``more`` says a bounded action left work to do (call it again).
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from shardq.core.errors import UnknownQueue
 from shardq.core.statements import Statements
 from shardq.ops import attempts, history, inspection, queuestats, workers
 from shardq.web import actions, reads
 from shardq.web.context import Context, context
 
 Endpoint = Callable[[Request], Awaitable[JSONResponse]]
+TRUE = ("1", "true", "yes")
 
 
 def get_queues(request: Request) -> JSONResponse:
@@ -92,7 +95,8 @@ def dead_action(act: Callable[[Statements, str | None, list[str] | None], action
 
 async def post_limits(request: Request) -> JSONResponse:
     """Change the queue's limits named in the body (``{"max_running": 8, "rate":
-    "100/60"}``; null removes one, one not named stays)."""
+    "100/60"}``; null removes one, one not named stays).  A queue shardq does not know
+    is answered 404 unless ``?create=1`` or ``"create": true`` in the body."""
     ctx = _authorised(request)
     try:
         body = json.loads(await request.body() or b"{}")
@@ -101,9 +105,15 @@ async def post_limits(request: Request) -> JSONResponse:
     if not isinstance(body, dict):
         raise HTTPException(400, 'give {"max_running": N, "rate": "COUNT/PERIOD_S[/BURST]", '
                                  '...}, null to remove one')
+    create = body.pop("create", False) is True or request.query_params.get("create") in TRUE
     fields = {k: "none" if v is None else str(v) for k, v in body.items()}
-    return _done(await run_in_threadpool(actions.limit, ctx.st, request.path_params["name"],
-                                          fields))
+    try:
+        return _done(await run_in_threadpool(actions.limit, ctx.st,
+                                              request.path_params["name"], fields,
+                                              create=create))
+    except UnknownQueue as exc:  # the API's hint names create=True: give the API's way
+        raise UnknownQueue(exc.queue, exc.known, "to limit it before its first task, add "
+                           '?create=1 or "create": true') from None
 
 
 async def post_cancel(request: Request) -> JSONResponse:

@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from shardq.client import Client
-from shardq.core.errors import DatabaseError, InvalidTask, ShardqError
+from shardq.core.errors import DatabaseError, InvalidTask, ShardqError, UnknownQueue
 from shardq.web import api, pages
 from shardq.web.auth import Guard
 from shardq.web.config import DashboardConfig
@@ -37,8 +37,8 @@ def create_app(client: Client, config: DashboardConfig | None = None, *,
     if guard is not None:
         routes += [*api.ACTIONS, *pages.ACTIONS]
     app = Starlette(routes=routes, exception_handlers={
-        HTTPException: _http_error, InvalidTask: _invalid, DatabaseError: _unavailable,
-        ShardqError: _invalid})
+        HTTPException: _http_error, UnknownQueue: _unknown, InvalidTask: _invalid,
+        DatabaseError: _unavailable, ShardqError: _invalid})
     app.state.shardq = Context(client.statements, guard, config.hide_payloads,
                                config.refresh_ms)
     app.add_middleware(ServerTiming)
@@ -85,6 +85,10 @@ async def _http_error(request: Request, exc: Any) -> Response:
 
 async def _invalid(request: Request, exc: Any) -> Response:
     return _error(request, 400, str(exc))
+
+
+async def _unknown(request: Request, exc: Any) -> Response:
+    return _error(request, 404, str(exc))
 
 
 async def _unavailable(request: Request, exc: Any) -> Response:

@@ -19,6 +19,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
+from shardq.core.errors import UnknownQueue
 from shardq.ops import attempts, figures, history, inspection, limitstext, queuestats, workers
 from shardq.web import actions, chart, reads
 from shardq.web.auth import COOKIE
@@ -135,7 +136,10 @@ async def queue_action(request: Request) -> Response:
     name, verb = request.path_params["name"], request.path_params["verb"]
     if verb == "limit":  # the form's four fields: an empty one (not posted) removes it
         fields = {f: form.get(f) for f in actions.LIMIT_FIELDS}
-        done = await run_in_threadpool(actions.limit, ctx.st, name, fields)
+        try:
+            done = await run_in_threadpool(actions.limit, ctx.st, name, fields)
+        except UnknownQueue as exc:  # the API's hint names create=True: not for a form
+            raise UnknownQueue(exc.queue, exc.known) from None
         return _back(request, "queue", done, name=name)
     act = {"pause": actions.pause, "resume": actions.resume, "purge": actions.purge}.get(verb)
     if act is None:

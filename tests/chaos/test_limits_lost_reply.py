@@ -78,7 +78,7 @@ def test_a_turn_whose_claim_reply_was_lost_recovers_its_tasks_by_lease_token(
         chaos_pg: ThrowawayPostgres, one_bucket: str, proxy: Proxy,
         client: shardq.Client) -> None:
     url = chaos_pg.url(one_bucket)
-    client.set_limits("lost", max_running=4)
+    client.set_limits("lost", max_running=4, create=True)
     ids = client.enqueue_many("lost", [{"n": n} for n in range(10)])
     control = client.limits("lost")
     proxy.withhold_reply(LIMITED_CLAIM, times=1)
@@ -105,7 +105,7 @@ def test_a_claim_whose_reply_was_lost_recovers_its_tasks_by_lease_token(
         client: shardq.Client) -> None:
     """``Client.claim`` (a plain claim first, then the queue's turns) after a lost reply."""
     url = chaos_pg.url(one_bucket)
-    client.set_limits("lost", max_running=4)
+    client.set_limits("lost", max_running=4, create=True)
     client.enqueue_many("lost", [{"n": n} for n in range(10)])
     proxy.withhold_reply(LIMITED_CLAIM, times=1)
     tasks = client.claim("lost", limit=10)
@@ -121,7 +121,7 @@ def test_a_group_turn_that_took_its_groups_last_tasks_recovers_them_after_a_lost
     """A group's turn whose claim takes the group's last waiting tasks: when it is retried,
     the next group is first in line, and the lost claim's tasks must still come back."""
     url = chaos_pg.url(one_bucket)
-    client.set_limits("lost", max_running_per_group=3)
+    client.set_limits("lost", max_running_per_group=3, create=True)
     client.enqueue_many("lost", [{"n": n} for n in range(2)], group="a")
     client.enqueue_many("lost", [{"n": n} for n in range(2, 6)], group="b")
     control = client.limits("lost")
@@ -144,7 +144,7 @@ def test_a_rated_turn_recovers_its_tasks_after_a_lost_reply_though_the_rate_is_s
     """Under a rate, the retry finds the tokens spent by the lost claim: it must still
     return what that claim took, not an empty turn."""
     url = chaos_pg.url(one_bucket)
-    client.set_limits("lost", max_running=8, rate=shardq.Rate(10, 60.0, burst=5))
+    client.set_limits("lost", max_running=8, rate=shardq.Rate(10, 60.0, burst=5), create=True)
     client.enqueue_many("lost", [{"n": n} for n in range(10)])
     control = client.limits("lost")
     proxy.withhold_reply(LIMITED_CLAIM, times=1)
@@ -163,7 +163,7 @@ def test_a_fleet_behind_a_lost_claim_reply_keeps_the_limit_and_runs_each_task_on
     lease to run out)."""
     url = chaos_pg.url(one_bucket)
     with shardq.Client(url) as direct:
-        direct.set_limits("capped", max_running=4)
+        direct.set_limits("capped", max_running=4, create=True)
         limited.app.use_client(direct)
         limited.capped.enqueue_many([(n, 0.1) for n in range(40)])
     proxy.withhold_reply(LIMITED_CLAIM, times=1)
