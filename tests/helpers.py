@@ -93,6 +93,13 @@ def with_dbname(url: str, dbname: str) -> str:
     return urlunsplit(urlsplit(url)._replace(path="/" + dbname))
 
 
+def with_user(url: str, user: str, password: str) -> str:
+    """The URL ``url`` logging in as ``user`` with ``password``."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}:{password}@{host}"))
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port nothing listens on right now (the kernel picks it: bind port 0)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

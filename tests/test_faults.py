@@ -8,7 +8,6 @@ import time
 import uuid
 from collections import Counter
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -20,7 +19,7 @@ from shardq.core.deadline import Watchdog
 from shardq.core.dialect import COCKROACHDB, POSTGRESQL
 from shardq.core.errors import ConfigError, ConnectionLost, Unavailable
 from shardq.core.task import TaskId
-from tests.helpers import free_port, with_dbname
+from tests.helpers import free_port, with_dbname, with_user
 
 
 def test_a_statement_past_its_deadline_drops_its_connection(dsn: str) -> None:
@@ -78,13 +77,6 @@ def test_a_short_deadline_strikes_while_a_longer_one_is_waiting(dsn: str) -> Non
             assert time.monotonic() - started < 5
             assert slow.execute("SELECT 1").fetchone() == (1,)
         assert not long_guard.cut
-
-
-def with_user(url: str, user: str, password: str) -> str:
-    """The URL ``url`` logging in as ``user`` with ``password``."""
-    parts = urlsplit(url)
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{user}:{password}@{host}"))
 
 
 @pytest.mark.parametrize(("make_url", "cause"), [

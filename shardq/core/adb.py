@@ -17,7 +17,6 @@ from psycopg_pool import AsyncConnectionPool
 from tenacity import AsyncRetrying
 
 from shardq.core.boundary import (
-    DeadlineExceeded,
     Layout,
     NotSent,
     connect_kwargs,
@@ -25,12 +24,16 @@ from shardq.core.boundary import (
     first_retry_wait_s,
     layout_steps,
     normalize_dsn,
+    overran,
+    pool_open_timeout_s,
+    pool_options,
     retry_policy,
     retryable,
     translate,
+    unavailable,
 )
 from shardq.core.config import ClientConfig
-from shardq.core.errors import ShardqError, Unavailable
+from shardq.core.errors import is_connection_loss
 from shardq.core.plan import (
     CopyIn,
     Done,
@@ -43,7 +46,6 @@ from shardq.core.plan import (
     advance,
     own_block,
 )
-from shardq.core.redaction import redact
 
 T = TypeVar("T")
 AConn = psycopg.AsyncConnection[Any]
@@ -149,20 +151,16 @@ class AsyncDatabase:
             conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True, **kwargs)
             async with conn:
                 self._layout = await drive(layout_steps(), conn, own=True)
-        except ShardqError:
-            raise
         except psycopg.Error as exc:
             raise first_contact_error(exc, self.dsn) from exc
         self.pool = AsyncConnectionPool(
-            self.dsn, min_size=1, max_size=self.max_size,
-            kwargs={"autocommit": True, "prepare_threshold": 0, **kwargs},
-            configure=in_utc, open=False, name="shardq-async",
-            timeout=self.connect_timeout_s + self.statement_timeout_s)
+            self.dsn, max_size=self.max_size, configure=in_utc, name="shardq-async",
+            **pool_options(self.connect_timeout_s, self.statement_timeout_s))
         try:
-            await self.pool.open(wait=True, timeout=self.connect_timeout_s + 1)
+            await self.pool.open(wait=True, timeout=pool_open_timeout_s(self.connect_timeout_s))
         except psycopg.OperationalError as exc:
             await self.pool.close()
-            raise Unavailable(f"cannot connect to {redact(self.dsn)}: {exc}") from exc
+            raise unavailable(self.dsn, exc) from exc
 
     async def perform(self, plan: Plan[T]) -> T:
         """Run ``plan`` on a pooled connection with retries, or once on its own ``conn``
@@ -180,7 +178,10 @@ class AsyncDatabase:
                 with attempt:
                     return await self._attempt(plan)
         except Exception as exc:
-            raise translate(exc, self.dsn) from exc
+            mapped = translate(exc, self.dsn)
+            if mapped is exc:
+                raise
+            raise mapped from exc
         raise AssertionError("unreachable: tenacity reraises the last error")
 
     async def _connection(self, pool: AsyncConnectionPool[AConn]) -> AConn:
@@ -215,9 +216,13 @@ class AsyncDatabase:
                 return await drive(plan.steps(), conn, own=True)
         except TimeoutError as exc:
             await conn.close()  # mid-statement: never hand it out again
-            raise DeadlineExceeded(
-                f"the statement overran its deadline of {self.statement_timeout_s:.1f}s "
-                "(statement_timeout_s): connection dropped") from exc
+            raise overran(self.statement_timeout_s + plan.wait_s) from exc
+        except psycopg.OperationalError as exc:
+            if is_connection_loss(exc):
+                # As the blocking runner: a server gone ends every connection, so the
+                # idle ones are replaced too rather than handed out to fail one by one.
+                await pool.drain()
+            raise
         finally:
             await pool.putconn(conn)
             self._turns.release()

@@ -3,7 +3,6 @@ deadline, with the retries and errors of :mod:`shardq.core.boundary`."""
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from contextlib import closing, nullcontext
@@ -16,26 +15,25 @@ from tenacity import (
 )
 
 from shardq.core.boundary import (
-    DeadlineExceeded,
     Layout,
     NotSent,
-    cause,
     connect_kwargs,
     first_contact_error,
     first_retry_wait_s,
     layout_steps,
     normalize_dsn,
+    overran,
+    pool_open_timeout_s,
+    pool_options,
     retry_policy,
     retryable,
     translate,
+    unavailable,
 )
 from shardq.core.config import ClientConfig
 from shardq.core.copyio import EndThenWork
 from shardq.core.deadline import Guard, Watchdog
-from shardq.core.errors import (
-    Unavailable,
-    is_connection_loss,
-)
+from shardq.core.errors import is_connection_loss
 from shardq.core.plan import (
     CopyIn,
     Done,
@@ -48,15 +46,9 @@ from shardq.core.plan import (
     advance,
     own_block,
 )
-from shardq.core.redaction import redact
-
-log = logging.getLogger("shardq")
 
 T = TypeVar("T")
 Conn = psycopg.Connection[Any]
-
-RETRY_ATTEMPTS = 6
-FIRST_RETRY_WAIT_S = 0.1
 
 
 def read_layout(conn: Conn) -> Layout:
@@ -133,30 +125,17 @@ class Database:
         self.connect_timeout_s, self.statement_timeout_s = connect_timeout_s, statement_timeout_s
         self._watchdog = Watchdog()
         self._cutoff: float | None = None
-        kwargs = connect_kwargs(connect_timeout_s)
         # Connect once directly: a wrong address, password or database name then fails
         # at once with the server's own words, not after a pool's wait.
-        self.layout = self._first_contact(kwargs)
+        self.layout = self._first_contact(connect_kwargs(connect_timeout_s))
         self.pool: ConnectionPool[Conn] = ConnectionPool(
-            self.dsn,
-            min_size=1,
-            max_size=max_size,
-            # Every statement is prepared on its first run on a connection, not its
-            # fifth (psycopg's default): shardq sends few distinct statements, each
-            # many times, and a janitor's per-bucket statements reach a connection
-            # about once a second each, so they were parsed and planned afresh for a
-            # worker's first minute.  A drain of 50k tasks ran 1.2x as fast.
-            kwargs={"autocommit": True, "prepare_threshold": 0, **kwargs},
-            configure=in_utc,
-            open=False,
-            name="shardq",
-            timeout=connect_timeout_s + statement_timeout_s,
-        )
+            self.dsn, max_size=max_size, configure=in_utc, name="shardq",
+            **pool_options(connect_timeout_s, statement_timeout_s))
         try:
-            self.pool.open(wait=True, timeout=connect_timeout_s + 1)
+            self.pool.open(wait=True, timeout=pool_open_timeout_s(connect_timeout_s))
         except psycopg.OperationalError as exc:
             self.pool.close()
-            raise Unavailable(f"cannot connect to {redact(self.dsn)}: {cause(exc)}") from exc
+            raise unavailable(self.dsn, exc) from exc
 
     @classmethod
     def for_config(cls, dsn: str, config: ClientConfig, *, max_size: int | None = None
@@ -253,10 +232,7 @@ class Database:
                 return work(conn)
         except psycopg.OperationalError as exc:
             if guard is not None and guard.cut:
-                log.warning("a statement overran its deadline of %.1fs: connection dropped",
-                            deadline)
-                raise DeadlineExceeded(f"the statement overran its deadline of {deadline:.1f}s "
-                                       "(statement_timeout_s): connection dropped") from exc
+                raise overran(deadline) from exc
             if is_connection_loss(exc):
                 # The server may have gone (a restart ends every connection): replace
                 # the idle ones too rather than hand them out to fail one by one.
