@@ -46,16 +46,19 @@ class Shown:
     fragments: Mapping[str, str | sqlfiles.Part] = field(default_factory=dict)
     dialects: tuple[str, ...] = BOTH
 
-    def composed(self, dialect_name: str) -> str:
-        """The statement as sent to a schema of :data:`DEFAULT_BUCKET_COUNT` buckets on
-        ``dialect_name``, with ``%(name)s`` where a value is bound."""
+    def sent(self, dialect_name: str) -> bytes:
+        """The statement the client sends to a schema of :data:`DEFAULT_BUCKET_COUNT`
+        buckets on ``dialect_name``, as psycopg takes it."""
         engine = dialect.named(dialect_name)
         layout = Layout(engine, engine.new_bucket_column(DEFAULT_BUCKET_COUNT),
                         DEFAULT_BUCKET_COUNT)
-        sent = composed(layout, self.file or self.name, self.limit,
-                        fragments=self.fragments).decode()
-        # psycopg sends %% as %; %(name)s becomes $1, $2… and is kept, named, here.
-        return re.sub(r"%(%|\(\w+\)s)", lambda m: "%" if m[1] == "%" else m[0], sent)
+        return composed(layout, self.file or self.name, self.limit, fragments=self.fragments)
+
+    def text(self, dialect_name: str) -> str:
+        """:meth:`sent` as the server receives it, but with ``%(name)s`` where a value is
+        bound (psycopg sends ``$1``, ``$2``… there, and ``%%`` as ``%``)."""
+        return re.sub(r"%(%|\(\w+\)s)", lambda m: "%" if m[1] == "%" else m[0],
+                      self.sent(dialect_name).decode())
 
 
 def _limited(name: str, about: str, group: str | None, grouped: bool) -> Shown:
@@ -115,11 +118,12 @@ def header(shown: Shown, dialect_name: str) -> list[str]:
     """The comment lines printed above a statement: what it is and how it was bound."""
     engine = dialect.named(dialect_name)
     column = engine.new_bucket_column(DEFAULT_BUCKET_COUNT)
-    text = shown.composed(dialect_name)
-    lines = [f"-- {shown.name} on {dialect_name}: {shown.about}."]
-    if "%(bucket)s" in text:
-        lines.append(f'-- The bucket is the bound %(bucket)s; its column "{column}" is that of '
-                     f"a schema of {DEFAULT_BUCKET_COUNT} buckets.")
+    lines = [f"-- {shown.name}, as shardq sends it to {dialect_name}:",
+             f"-- {shown.about[0].upper()}{shown.about[1:]}."]
+    if "%(bucket)s" in shown.text(dialect_name):
+        counted = column != engine.new_bucket_column(DEFAULT_BUCKET_COUNT + 1)
+        lines.append(f'-- The bucket is the bound %(bucket)s, in column "{column}"'
+                     + (f" (a schema of {DEFAULT_BUCKET_COUNT} buckets)." if counted else "."))
     if shown.limit_is:
         lines.append(f"-- The limit is {shown.limit_is}.")
     lines.append("-- %(name)s: a value bound by name ($1, $2... as the server receives it).")
@@ -129,7 +133,7 @@ def header(shown: Shown, dialect_name: str) -> list[str]:
 def show(name: str, dialect_name: str) -> str:
     """What ``shardq sql show NAME --dialect D`` prints."""
     shown = statement(name, dialect_name)
-    return "\n".join([*header(shown, dialect_name), "", shown.composed(dialect_name)]) + "\n"
+    return "\n".join([*header(shown, dialect_name), "", shown.text(dialect_name)]) + "\n"
 
 
 def listing() -> str:

@@ -115,6 +115,19 @@ def _without_heading(source: str) -> str:
     return "\n".join(lines)
 
 
+def _fragment(file: str | Part, dialect: str, bucket: str, limit: int | None,
+              fragments: Names, identifiers: Identifiers, literals: Literals) -> sql.Composed:
+    """``file`` composed into a placeholder; a :class:`Part` with its own bindings over
+    the statement's."""
+    if isinstance(file, Part):
+        return query(file.file, dialect, bucket, limit, fragment=True,
+                     fragments=_merged(fragments, file.parts),
+                     identifiers=_merged(identifiers, file.names),
+                     literals=_merged(literals, file.literals))
+    return query(file, dialect, bucket, limit, fragments=fragments, identifiers=identifiers,
+                 literals=literals, fragment=True)
+
+
 @lru_cache(maxsize=512)
 def query(name: str, dialect: str, bucket: str, limit: int | None = None, *,
           fragments: Names = (), identifiers: Identifiers = (), literals: Literals = (),
@@ -122,32 +135,20 @@ def query(name: str, dialect: str, bucket: str, limit: int | None = None, *,
     """Query ``name`` composed for one engine, bucket column and (where used) row limit.
 
     ``fragments`` maps placeholders to other files than :data:`FRAGMENTS` names, or to
-    :class:`Part` s (at every depth of the composition); ``identifiers`` fills
+    a :class:`Part` (at every depth of the composition); ``identifiers`` fills
     placeholders with quoted identifiers (a name and its qualifiers, such as a staging
     table's schema and name), ``literals`` with numbers.
     """
     source = _without_heading(text(name, dialect)) if fragment else text(name, dialect)
     files: dict[str, str | Part] = {**FRAGMENTS, **dict(fragments)}
-    parts: dict[str, sql.Composable] = {}
-    for placeholder, file in files.items():
-        if "{" + placeholder + "}" not in source:
-            continue
-        if isinstance(file, Part):
-            parts[placeholder] = query(
-                file.file, dialect, bucket, limit, fragment=True,
-                fragments=_merged(fragments, file.parts),
-                identifiers=_merged(identifiers, file.names),
-                literals=_merged(literals, file.literals))
-        else:
-            parts[placeholder] = query(file, dialect, bucket, limit, fragments=fragments,
-                                       identifiers=identifiers, literals=literals,
-                                       fragment=True)
-    for placeholder, names in identifiers:
-        if "{" + placeholder + "}" in source:
-            parts[placeholder] = sql.Identifier(*names)
-    for placeholder, value in literals:
-        if "{" + placeholder + "}" in source:
-            parts[placeholder] = sql.Literal(int(value))
+    parts: dict[str, sql.Composable] = {
+        placeholder: _fragment(file, dialect, bucket, limit, fragments, identifiers, literals)
+        for placeholder, file in files.items() if "{" + placeholder + "}" in source
+    }
+    values: dict[str, sql.Composable] = {
+        **{placeholder: sql.Identifier(*names) for placeholder, names in identifiers},
+        **{placeholder: sql.Literal(int(value)) for placeholder, value in literals}}
+    parts.update((p, v) for p, v in values.items() if "{" + p + "}" in source)
     if "{bucket}" in source:
         parts["bucket"] = sql.Identifier(bucket)
     if "{limit}" in source:
