@@ -42,9 +42,13 @@ class Shown:
     file: str = ""
     """The file it is composed from (by default its name)."""
     limit: int | None = None
+    """The row limit composed in, where the statement takes one."""
     limit_is: str = ""
+    """What that limit is, as the statement's heading says it."""
     fragments: Mapping[str, str | sqlfiles.Part] = field(default_factory=dict)
+    """The fragments the client composes it with, beside the default ones."""
     dialects: tuple[str, ...] = BOTH
+    """The engines it is sent to."""
 
     def sent(self, dialect_name: str) -> bytes:
         """The statement the client sends to a schema of :data:`DEFAULT_BUCKET_COUNT`
