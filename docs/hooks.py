@@ -9,6 +9,8 @@ A page asks for generated Markdown with a line ``<!-- generated: NAME -->``:
 - ``metrics``: the worker's Prometheus metrics, from a fresh ``Metrics`` registry;
 - ``alerts``: the alert rules of ``deploy/prometheus/shardq-rules.yml``;
 - ``schema``: the DDL of ``shardq migrate --sql --dialect postgresql``;
+- ``sql``: every statement of ``shardq sql list``, as ``shardq sql show`` prints it for
+  each engine it is sent to;
 - ``bench-suite``: the generated tables of ``bench/results/suite/report.md``.
 
 The benchmark plots and the files under ``deploy/`` are added to the site as they are
@@ -254,6 +256,23 @@ def schema_reference() -> str:
     return "```sql\n" + out.getvalue().strip() + "\n```\n"
 
 
+ENGINES = {"postgresql": "PostgreSQL", "cockroachdb": "CockroachDB"}
+
+
+def sql_reference() -> str:
+    """Each statement ``shardq sql show`` prints, a tab per engine."""
+    from shardq.cli import sqlshow
+
+    out: list[str] = []
+    for shown in sqlshow.STATEMENTS.values():
+        out += [f"## `{shown.name}`", "", shown.about[0].upper() + shown.about[1:] + ".", ""]
+        for engine in shown.dialects:
+            text = sqlshow.show(shown.name, engine)
+            out += [f'=== "{ENGINES[engine]}"', "", "    ```sql",
+                    *(f"    {line}".rstrip() for line in text.splitlines()), "    ```", ""]
+    return "\n".join(out)
+
+
 def bench_reference() -> str:
     """Sections 1 to 8 of the suite's report (its generated tables), one level down."""
     report = (ROOT / "bench/results/suite/report.md").read_text()
@@ -269,5 +288,6 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "metrics": metrics_reference,
     "alerts": alerts_reference,
     "schema": schema_reference,
+    "sql": sql_reference,
     "bench-suite": bench_reference,
 }

@@ -16,6 +16,7 @@ import os
 from alembic import context
 from sqlalchemy import Connection, create_engine, pool, text
 
+from shardq.core import dialect
 from shardq.core.config import DEFAULT_BUCKET_COUNT, MAX_BUCKET_COUNT
 
 VERSION_TABLE = "shardq_alembic_version"
@@ -68,7 +69,7 @@ def _bucket_column() -> str:
     if context.get_context().dialect.name != "cockroachdb":
         return "bucket"
     count = context.config.attributes["bucket_count"]
-    configured = f"crdb_internal_exec_time_id_queue_status_shard_{count}"
+    configured = dialect.COCKROACHDB.new_bucket_column(count)
     if context.is_offline_mode():
         return configured
     found = context.get_bind().execute(text(

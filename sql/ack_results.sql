@@ -11,17 +11,7 @@ WITH done AS (
     {locate}
     RETURNING t.id, t.queue, t.attempts, t.enqueued_at, t.times_claimed, t.last_claimed_at,
               t.worker_id
-), n AS (
-    SELECT done.queue, 0::int8 AS enqueued, count(*) AS completed FROM done GROUP BY done.queue
-), counted AS (
-    {throughput_add}
-), ended AS (
-    SELECT done.id, done.queue, done.times_claimed AS attempt, done.last_claimed_at AS claimed_at,
-           done.worker_id, 'acked'::text AS outcome, NULL::text AS error
-    FROM done WHERE done.times_claimed > 1
-), recorded AS (
-    {attempts_add}
-), kept AS (
+), {acked}, kept AS (
     INSERT INTO shardq.results AS r
         (id, queue, value, error, attempts, enqueued_at, finished_at, expires_at)
     SELECT done.id, done.queue, k.value::jsonb, k.error, done.attempts, done.enqueued_at,

@@ -13,12 +13,7 @@ WITH clock AS (
     WHERE g.queue = %(queue)s AND g.name = %(group)s AND q.rate_per_group_count IS NOT NULL
     FOR UPDATE OF g
 ), granted AS (
-    SELECT cur.*,
-           least(%(want)s::int4, greatest(0, floor(
-               (cur.burst * cur.step_s - extract(epoch FROM cur.base - cur.now)) / cur.step_s
-               + 1e-9
-           )))::int4 AS n
-    FROM cur
+    {rate_granted}
 )
 UPDATE shardq.groups AS g
 SET rate_tat = x.base + x.n * x.step_s * interval '1 second'

@@ -16,12 +16,7 @@ WITH clock AS (
     WHERE q.name = %(queue)s AND q.rate_count IS NOT NULL
     FOR UPDATE OF q
 ), granted AS (
-    SELECT cur.*,
-           least(%(want)s::int4, greatest(0, floor(
-               (cur.burst * cur.step_s - extract(epoch FROM cur.base - cur.now)) / cur.step_s
-               + 1e-9
-           )))::int4 AS n
-    FROM cur
+    {rate_granted}
 )
 UPDATE shardq.queues AS q
 SET rate_tat = g.base + g.n * g.step_s * interval '1 second'

@@ -21,6 +21,7 @@ from psycopg import sql
 
 from shardq.core import boundary, db, dialect, migrate, sqlfiles
 from shardq.core.errors import SchemaNotReady
+from shardq.ops import limits
 from shardq.ops.claims import RETURNED
 
 BUCKET_COUNTS = (16, 32)
@@ -124,10 +125,10 @@ FRAGMENTS = ("backoff", "batch_notify", "placement", "placement_params", "rows_u
              # flow control (shardq.ops.limits)
              "claim_range", "claim_range_ungrouped", "claim_range_mixed", "claim_range_group",
              "rate_unset", "rate_unset_both", "rate_unset_per_group", "rate_spent",
-             "claim_slots", "claim_slots_taken", "claim_free", "queue_free", "group_free",
-             "group_free_none",
+             "claim_slots", "claim_slots_taken", "claim_free", "free_slots", "holders_queue",
+             "holders_group", "group_free_none", "rate_granted",
              # per-attempt history (shardq.ops.attempts)
-             "attempts_add", "rescue_ended")
+             "attempts_add", "rescue_ended", "acked")
 # Binary COPY (CockroachDB batches go through enqueue_many) and NOTIFY; keyed tasks'
 # requeue statements, which modify the table twice in one statement, live in
 # sql/postgresql/ only.
@@ -266,9 +267,24 @@ def as_text(composed: sql.Composable) -> str:
             return composed.as_string(conn)
 
 
+# Files composed only with bindings of the claim that uses them, as the client binds them.
+BOUND = {"free_slots": limits.QUEUE_FREE}
+LIMITED = ("claim_limited", "claim_free")
+
+
+def limited_fragments(group: str | None, grouped: bool, guard: str) -> sqlfiles.Names:
+    return tuple(sorted(limits.limited_fragments(group, grouped, guard).items()))
+
+
 def compose(name: str, bucket: str = SHARD_16, limit: int = CLAIM_LIMIT) -> str:
     """Query ``name`` composed for CockroachDB (the limit used where a template takes one)."""
-    return as_text(sqlfiles.query(name, "cockroachdb", bucket, limit))
+    part = BOUND.get(name)
+    if part is not None:
+        return as_text(sqlfiles.query(part.file, "cockroachdb", bucket, limit,
+                                      fragments=part.parts, identifiers=part.names,
+                                      literals=part.literals))
+    fragments = limited_fragments(None, False, "rate_unset") if name in LIMITED else ()
+    return as_text(sqlfiles.query(name, "cockroachdb", bucket, limit, fragments=fragments))
 
 
 def subquery(text: str) -> str:
@@ -505,6 +521,7 @@ AS_SET_LIST = sql.SQL("UPDATE shardq.tasks AS t SET {} FROM (SELECT now() AS now
 AS_RETURNING = sql.SQL("DELETE FROM shardq.tasks AS t {}")
 AS_ORDER = sql.SQL("SELECT 1 FROM shardq.tasks ORDER BY exec_time {}")
 AS_GUARD = sql.SQL("SELECT 1 FROM shardq.tasks WHERE true {}")
+AS_CTES = sql.SQL("WITH done AS (SELECT * FROM shardq.tasks), {} SELECT 1")
 # The shared parts of the claim, rescue and promote statements, and how each is parsed.
 CLAUSES = {"claim_where": AS_CONDITION, "rescue_where": AS_CONDITION,
            "promote_where": AS_CONDITION, "claim_set": AS_SET_LIST, "rescue_set": AS_SET_LIST,
@@ -517,7 +534,8 @@ CLAUSES = {"claim_where": AS_CONDITION, "rescue_where": AS_CONDITION,
            "claim_range_ungrouped": AS_CONDITION, "claim_range_mixed": AS_CONDITION,
            "claim_range_group": AS_CONDITION, "rate_unset": AS_GUARD, "rate_unset_both": AS_GUARD,
            "rate_unset_per_group": AS_GUARD, "rate_spent": AS_GUARD, "claim_slots": AS_SET_LIST,
-           "claim_slots_taken": AS_SET_LIST}
+           "claim_slots_taken": AS_SET_LIST, "holders_queue": AS_CONDITION,
+           "holders_group": AS_CONDITION, "acked": AS_CTES}
 
 
 @pytest.mark.parametrize("name", COMPOSED)
@@ -821,11 +839,11 @@ LIMITED_RANGES = ("claim_range_ungrouped", "claim_range_mixed", "claim_range_gro
 @pytest.mark.parametrize("claim_range", LIMITED_RANGES)
 def test_crdb_limited_claim_is_one_update_joined_to_free_slots(pglast: Any,
                                                                claim_range: str) -> None:
-    fragments = (("claim_range", claim_range), ("claim_slots", "claim_slots_taken"),
-                 ("group_free", "group_free" if claim_range.endswith("group")
-                  else "group_free_none"), ("rate_guard", "rate_unset_both"))
+    group = "g" if claim_range.endswith("group") else None
+    fragments = limited_fragments(group, claim_range.endswith("mixed"), "rate_unset_both")
+    assert ("claim_range", claim_range) in fragments
     code = strip_comments(as_text(sqlfiles.query(
-        "claim_limited", "cockroachdb", SHARD_16, CLAIM_LIMIT, fragments=tuple(sorted(fragments)))))
+        "claim_limited", "cockroachdb", SHARD_16, CLAIM_LIMIT, fragments=fragments)))
     assert flat(code).startswith("UPDATE shardq.tasks AS t SET")
     assert len(re.findall(r"\bUPDATE shardq\.tasks\b", code)) == 1
     assert "FOR UPDATE SKIP LOCKED" in code

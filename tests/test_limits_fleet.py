@@ -10,6 +10,7 @@ queue's held (locked) tasks in shardq.tasks while the fleet runs.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
@@ -315,10 +316,15 @@ def test_outcomes_of_an_awaited_limit_are_written_at_once(dsn: str) -> None:
 
 
 def test_the_listed_slots_bound_is_the_one_the_claims_use() -> None:
+    """The bound is bound in from Python: the file never states a number of its own."""
     from shardq.core import sqlfiles
-    from shardq.ops.limits import LISTED_SLOTS
+    from shardq.ops.limits import LISTED_SLOTS, limited_fragments
 
-    for name in ("queue_free", "group_free"):
-        text = sqlfiles.text(name)
-        assert f"<= {LISTED_SLOTS}" in text, name
-        assert f"> {LISTED_SLOTS}" in text, name
+    assert not re.search(r"\b\d{3,}\b", sqlfiles.text("free_slots"))
+    for group in (None, "g"):
+        fragments = tuple(sorted(limited_fragments(group, False, "rate_spent").items()))
+        text = sqlfiles.query("claim_limited", "postgresql", "bucket", 100,
+                              fragments=fragments).as_string(None)
+        uses = 1 if group is None else 2  # the queue's free slots, and the group's
+        assert text.count(f"<= {LISTED_SLOTS}") == 3 * uses, group
+        assert text.count(f"> {LISTED_SLOTS}") == uses, group

@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 from shardq.core import sqlfiles
+from shardq.ops import limits
 from tests.test_plans import LIMIT, PARAMS, QUEUE, explain
 
 pytestmark = pytest.mark.slow
@@ -46,11 +47,12 @@ def grouped(databases: Any) -> Iterator[psycopg.Connection[Any]]:
         yield conn
 
 
-def limited(conn: psycopg.Connection[Any], claim_range: str, group_free: str) -> str:
-    fragments = (("claim_range", claim_range), ("claim_slots", "claim_slots_taken"),
-                 ("group_free", group_free), ("rate_guard", "rate_spent"))
+def limited(conn: psycopg.Connection[Any], group: str | None, grouped: bool) -> str:
+    """The limited claim the client sends for ``group`` (None: the ungrouped tasks of a
+    queue with or without waiting grouped tasks), with its rate tokens spent."""
+    fragments = limits.limited_fragments(group, grouped, "rate_spent")
     return sqlfiles.query("claim_limited", "postgresql", "bucket", LIMIT,
-                          fragments=tuple(sorted(fragments))).as_string(conn)
+                          fragments=tuple(sorted(fragments.items()))).as_string(conn)
 
 
 def assert_one_bounded_range(plan: list[dict[str, Any]], index: str) -> None:
@@ -72,7 +74,7 @@ def assert_one_bounded_range(plan: list[dict[str, Any]], index: str) -> None:
 
 
 def test_a_limited_claim_of_a_bucket_reads_one_range(grouped: psycopg.Connection[Any]) -> None:
-    plan = explain(grouped, limited(grouped, "claim_range_ungrouped", "group_free_none"),
+    plan = explain(grouped, limited(grouped, None, False),
                    {**PARAMS, "group": None})
     assert_one_bounded_range(plan, "tasks_pkey")
     assert plan[0]["Actual Rows"] == LIMIT
@@ -80,7 +82,7 @@ def test_a_limited_claim_of_a_bucket_reads_one_range(grouped: psycopg.Connection
 
 def test_a_groups_claim_reads_one_range_of_its_group(grouped: psycopg.Connection[Any]) -> None:
     params = {**PARAMS, "queue": FAIR, "group": "a", "token": uuid.uuid4()}
-    plan = explain(grouped, limited(grouped, "claim_range_group", "group_free"), params)
+    plan = explain(grouped, limited(grouped, "a", True), params)
     assert_one_bounded_range(plan, "tasks_groups_waiting")
     assert plan[0]["Actual Rows"] == LIMIT
     assert "Sort" not in [n["Node Type"] for n in plan if n.get("Relation Name") == "tasks"]
@@ -89,7 +91,7 @@ def test_a_groups_claim_reads_one_range_of_its_group(grouped: psycopg.Connection
 def test_an_ungrouped_turn_beside_a_large_group_reads_a_bounded_prefix(
         grouped: psycopg.Connection[Any]) -> None:
     params = {**PARAMS, "queue": FAIR, "group": None}
-    plan = explain(grouped, limited(grouped, "claim_range_mixed", "group_free_none"), params)
+    plan = explain(grouped, limited(grouped, None, True), params)
     scans = [n for n in plan if n.get("Index Name") == "tasks_pkey"]
     assert scans
     # The bound and the range together read at most 4 * limit + 1 waiting tasks of the
@@ -149,14 +151,13 @@ def test_a_claim_under_a_large_limit_does_not_read_the_running_tasks(
     """Above 1024 the slots are drawn at random and probed one by one: a claim reads a
     few of the 5,000 running tasks' entries, not all of them."""
     params = {**PARAMS, "queue": "wide", "group": None}
-    plan = explain(crowded, limited(crowded, "claim_range_ungrouped", "group_free_none"), params)
+    plan = explain(crowded, limited(crowded, None, False), params)
     assert plan[0]["Actual Rows"] == LIMIT
     assert running_reads(plan) < LIMIT  # probes that hit a running task, at most
     # Once the limit is lowered below a running task's slot, the running tasks are counted.
     crowded.execute("UPDATE shardq.queues SET max_running = 900000 WHERE name = 'wide'")
     try:
-        plan = explain(crowded, limited(crowded, "claim_range_ungrouped", "group_free_none"),
-                       params)
+        plan = explain(crowded, limited(crowded, None, False), params)
     finally:
         crowded.execute("UPDATE shardq.queues SET max_running = 1000000 WHERE name = 'wide'")
     assert plan[0]["Actual Rows"] == LIMIT

@@ -275,6 +275,17 @@ class Version(argparse.Action):
         parser.exit()
 
 
+def cmd_sql(args: argparse.Namespace) -> int:
+    """List the statements of the hot path, or print one whole."""
+    from shardq.cli import sqlshow  # the statements' modules: for this command only
+
+    if args.action == "list" or args.name is None:
+        print(sqlshow.listing(), end="")
+    else:
+        print(sqlshow.show(args.name, args.dialect), end="")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = Parser(prog="shardq", description=DESCRIPTION,
@@ -343,6 +354,17 @@ def build_parser() -> argparse.ArgumentParser:
                                    "name when no other schedule's name ends in it")
     for action in (listing, fire):
         add_arguments(action, ClientConfig)
+
+    p = sub.add_parser("sql", help="the statements shardq sends: list them, or print one")
+    p.set_defaults(handler=cmd_sql)
+    statements = p.add_subparsers(dest="action", required=True)
+    statements.add_parser("list", help="each statement's name, its engines and what it does")
+    show = statements.add_parser(
+        "show", help="print a statement whole, as the server receives it, its bound values "
+                     "named; with no name, list them")
+    show.add_argument("name", nargs="?", help="the statement (`shardq sql list` names them)")
+    show.add_argument("--dialect", choices=["postgresql", "cockroachdb"], default="postgresql",
+                      help="the engine it is sent to (default postgresql)")
 
     p = command("doctor", cmd_doctor, "check a live database: autovacuum, index bloat, "
                 "connections, LISTEN through a pooler, server version; print advice")

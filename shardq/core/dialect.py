@@ -77,6 +77,10 @@ class Dialect(ABC):
                               "modify the tasks table twice, which merging a retry needs")
 
     @abstractmethod
+    def new_bucket_column(self, bucket_count: int) -> str:
+        """The bucket column of a schema created with ``bucket_count`` buckets."""
+
+    @abstractmethod
     def bucket_column(self, columns: Mapping[str, str]) -> tuple[str, int]:
         """The bucket column and bucket count, from ``schema_info``'s rows (name → expression).
 
@@ -96,6 +100,10 @@ class PostgreSQL(Dialect):
         """The same number as :func:`bucket_sql` computes in the database."""
         return int.from_bytes(task_id.bytes[14:16], "big") % bucket_count
 
+    def new_bucket_column(self, bucket_count: int) -> str:
+        """``bucket``, whatever the count."""
+        return "bucket"
+
     def bucket_column(self, columns: Mapping[str, str]) -> tuple[str, int]:
         """``bucket``, and the modulus of its generation expression."""
         match = _COUNT_IN_EXPR.search(columns.get("bucket", ""))
@@ -111,6 +119,11 @@ class CockroachDB(Dialect):
     def bucket_of(self, task_id: UUID, bucket_count: int) -> None:
         """None: the shard hashes (queue, status, exec_time, id), not the id alone."""
         return None
+
+    def new_bucket_column(self, bucket_count: int) -> str:
+        """The hidden shard column CockroachDB names after the primary key's columns,
+        sorted, and the count: ``crdb_internal_exec_time_id_queue_status_shard_N``."""
+        return f"crdb_internal_exec_time_id_queue_status_shard_{int(bucket_count)}"
 
     def bucket_column(self, columns: Mapping[str, str]) -> tuple[str, int]:
         """The one ``crdb_internal_…_shard_N`` column, and N."""

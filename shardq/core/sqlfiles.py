@@ -2,16 +2,20 @@
 
 Each query lives in ``sql/<name>.sql``; a file in ``sql/<dialect>/`` overrides the
 shared one for that engine.  Templates take ``{placeholders}`` that are filled only
-with identifiers (the bucket column) or literals and fragments shardq controls,
-never with user input; values always travel as bound parameters.
+with identifiers (the bucket column), literals (the row limit, constants of the code
+such as :data:`shardq.ops.limits.LISTED_SLOTS`) and fragments shardq controls, never
+with user input; values always travel as bound parameters.  A file used twice in one
+statement with different identifiers in it is a :class:`Part` where it is used.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib import resources
 from importlib.abc import Traversable
 from pathlib import Path
+from typing import TypeVar
 
 from psycopg import sql
 
@@ -52,8 +56,8 @@ FRAGMENTS = {
     "claim_range": "claim_range",
     "claim_slots": "claim_slots",
     "claim_free": "claim_free",
-    "queue_free": "queue_free",
-    "group_free": "group_free",
+    "acked": "acked",
+    "rate_granted": "rate_granted",
     "rate_guard": "rate_unset",
     "claim_set": "claim_set",
     "claim_returning": "claim_returning",
@@ -76,8 +80,31 @@ FRAGMENTS = {
 }
 
 
-Names = tuple[tuple[str, str], ...]
 Identifiers = tuple[tuple[str, tuple[str, ...]], ...]
+Literals = tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class Part:
+    """A file composed into a placeholder with placeholders of its own filled for this
+    use only (and in the files it includes): ``parts`` with other files, ``names`` with
+    quoted identifiers, ``literals`` with numbers.  One file then serves twice in one
+    statement, say for the queue's column and for the group's."""
+
+    file: str
+    parts: tuple[tuple[str, str], ...] = ()
+    names: Identifiers = ()
+    literals: Literals = ()
+
+
+Names = tuple[tuple[str, str | Part], ...]
+V = TypeVar("V")
+
+
+def _merged(outer: tuple[tuple[str, V], ...], inner: tuple[tuple[str, V], ...]
+            ) -> tuple[tuple[str, V], ...]:
+    """``outer``'s bindings with ``inner``'s over them, in one order (a cache key)."""
+    return tuple(sorted({**dict(outer), **dict(inner)}.items()))
 
 
 def _without_heading(source: str) -> str:
@@ -88,26 +115,40 @@ def _without_heading(source: str) -> str:
     return "\n".join(lines)
 
 
+def _fragment(file: str | Part, dialect: str, bucket: str, limit: int | None,
+              fragments: Names, identifiers: Identifiers, literals: Literals) -> sql.Composed:
+    """``file`` composed into a placeholder; a :class:`Part` with its own bindings over
+    the statement's."""
+    if isinstance(file, Part):
+        return query(file.file, dialect, bucket, limit, fragment=True,
+                     fragments=_merged(fragments, file.parts),
+                     identifiers=_merged(identifiers, file.names),
+                     literals=_merged(literals, file.literals))
+    return query(file, dialect, bucket, limit, fragments=fragments, identifiers=identifiers,
+                 literals=literals, fragment=True)
+
+
 @lru_cache(maxsize=512)
 def query(name: str, dialect: str, bucket: str, limit: int | None = None, *,
-          fragments: Names = (), identifiers: Identifiers = (),
+          fragments: Names = (), identifiers: Identifiers = (), literals: Literals = (),
           fragment: bool = False) -> sql.Composed:
     """Query ``name`` composed for one engine, bucket column and (where used) row limit.
 
-    ``fragments`` maps placeholders to other files than :data:`FRAGMENTS` names (at
-    every depth of the composition); ``identifiers`` fills placeholders with quoted
-    identifiers (a name and its qualifiers, such as a staging table's schema and name).
+    ``fragments`` maps placeholders to other files than :data:`FRAGMENTS` names, or to
+    a :class:`Part` (at every depth of the composition); ``identifiers`` fills
+    placeholders with quoted identifiers (a name and its qualifiers, such as a staging
+    table's schema and name), ``literals`` with numbers.
     """
     source = _without_heading(text(name, dialect)) if fragment else text(name, dialect)
-    files = {**FRAGMENTS, **dict(fragments)}
+    files: dict[str, str | Part] = {**FRAGMENTS, **dict(fragments)}
     parts: dict[str, sql.Composable] = {
-        placeholder: query(file, dialect, bucket, limit, fragments=fragments,
-                           identifiers=identifiers, fragment=True)
+        placeholder: _fragment(file, dialect, bucket, limit, fragments, identifiers, literals)
         for placeholder, file in files.items() if "{" + placeholder + "}" in source
     }
-    for placeholder, names in identifiers:
-        if "{" + placeholder + "}" in source:
-            parts[placeholder] = sql.Identifier(*names)
+    values: dict[str, sql.Composable] = {
+        **{placeholder: sql.Identifier(*names) for placeholder, names in identifiers},
+        **{placeholder: sql.Literal(int(value)) for placeholder, value in literals}}
+    parts.update((p, v) for p, v in values.items() if "{" + p + "}" in source)
     if "{bucket}" in source:
         parts["bucket"] = sql.Identifier(bucket)
     if "{limit}" in source:

@@ -27,6 +27,16 @@ from shardq.core.plan import Execute, Fetch, Plan, single
 T = TypeVar("T")
 
 
+def composed(layout: Layout, name: str, limit: int | None = None, *,
+             fragments: Mapping[str, str | sqlfiles.Part] | None = None,
+             identifiers: Mapping[str, tuple[str, ...]] | None = None) -> bytes:
+    """Query ``name`` composed for a schema of ``layout``: the bytes the driver sends
+    (see :func:`shardq.core.sqlfiles.query`).  ``shardq sql show`` prints them."""
+    return sqlfiles.compiled(name, layout.dialect.name, layout.bucket_column, limit,
+                             fragments=tuple(sorted((fragments or {}).items())),
+                             identifiers=tuple(sorted((identifiers or {}).items())))
+
+
 class Statements:
     """Composes named queries for one schema into requests (:meth:`fetch`,
     :meth:`execute`) that operations yield; blocking code may also run them at once
@@ -53,13 +63,11 @@ class Statements:
         return self.db.layout.bucket_count
 
     def query(self, name: str, limit: int | None = None, *,
-              fragments: Mapping[str, str] | None = None,
+              fragments: Mapping[str, str | sqlfiles.Part] | None = None,
               identifiers: Mapping[str, tuple[str, ...]] | None = None) -> bytes:
-        """Query ``name`` composed for this schema (see :func:`shardq.core.sqlfiles.query`)."""
-        layout = self.db.layout
-        return sqlfiles.compiled(name, layout.dialect.name, layout.bucket_column, limit,
-                              fragments=tuple(sorted((fragments or {}).items())),
-                              identifiers=tuple(sorted((identifiers or {}).items())))
+        """Query ``name`` composed for this schema (see :func:`composed`)."""
+        return composed(self.db.layout, name, limit, fragments=fragments,
+                        identifiers=identifiers)
 
     def params(self, **values: Any) -> dict[str, Any]:
         """Bound parameters: "now" from the clock, the backoff settings and the attempts

@@ -32,7 +32,7 @@ from functools import cached_property
 from typing import Any
 from uuid import UUID, uuid4
 
-from shardq.core import validate
+from shardq.core import sqlfiles, validate
 from shardq.core.errors import InvalidTask, UnknownQueue
 from shardq.core.plan import Fetch, Plan, Steps, plan
 from shardq.core.statements import Statements
@@ -46,8 +46,23 @@ MAX_GROUP_TURNS = 16
 """Group turns one :func:`claim_any` call takes at most before the buckets' turns."""
 
 LISTED_SLOTS = 1024
-"""The highest running limit whose free slots a claim lists (``sql/queue_free.sql``);
-above it they are drawn at random, the limit seldom binding."""
+"""The highest running limit whose free slots a claim lists (``sql/free_slots.sql``,
+which takes it as a literal); above it they are drawn at random, the limit seldom
+binding."""
+
+
+def _free_slots(capacity: str, slot: str, holders: str) -> sqlfiles.Part:
+    """``sql/free_slots.sql`` for the limit in column ``capacity`` of shardq.queues, whose
+    running tasks (``holders``) hold the tasks column ``slot``."""
+    return sqlfiles.Part("free_slots", parts=(("holders", holders),),
+                         names=(("capacity", (capacity,)), ("slot", (slot,))),
+                         literals=(("listed_slots", LISTED_SLOTS),))
+
+
+QUEUE_FREE = _free_slots("max_running", "slot", "holders_queue")
+"""The free slots under the queue's ``max_running``."""
+GROUP_FREE = _free_slots("max_running_per_group", "group_slot", "holders_group")
+"""The free slots under ``max_running_per_group`` for the claim's group."""
 
 
 @dataclass(frozen=True)
@@ -296,13 +311,7 @@ def _limited(st: Statements, queue: str, bucket: int, group: str | None, control
              ) -> Callable[[], Steps[list[Task]]]:
     """The steps of one limited claim (``claim_limited``) of ``group`` (None: the
     ungrouped tasks of ``bucket``), recovered by ``token`` when retried."""
-    if group is not None:
-        claim_range = "claim_range_group"
-    else:
-        claim_range = "claim_range_mixed" if control.grouped else "claim_range_ungrouped"
-    fragments = {"claim_range": claim_range, "rate_guard": rates.guard(group, spent),
-                 "claim_slots": "claim_slots_taken",
-                 "group_free": "group_free" if group is not None else "group_free_none"}
+    fragments = limited_fragments(group, control.grouped, rates.guard(group, spent))
     params = st.params(queue=queue, bucket=bucket, group=group, lease_s=lease_s,
                        token=token, buckets=list(range(st.bucket_count)), worker_id=worker_id)
     rows = task_rows(queue, token)
@@ -311,3 +320,15 @@ def _limited(st: Statements, queue: str, bucket: int, group: str | None, control
     return attempt_claim(take, recover, raced)
 
 
+def limited_fragments(group: str | None, grouped: bool, guard: str
+                      ) -> dict[str, str | sqlfiles.Part]:
+    """The fragments of a limited claim (``claim_limited``) of ``group``, or with None of
+    the ungrouped tasks of one bucket of a queue with (``grouped``) or without waiting
+    grouped tasks, under the rate guard ``guard`` (:func:`shardq.ops.rates.guard`)."""
+    if group is not None:
+        claim_range = "claim_range_group"
+    else:
+        claim_range = "claim_range_mixed" if grouped else "claim_range_ungrouped"
+    return {"claim_range": claim_range, "rate_guard": guard, "claim_slots": "claim_slots_taken",
+            "queue_free": QUEUE_FREE,
+            "group_free": GROUP_FREE if group is not None else "group_free_none"}
