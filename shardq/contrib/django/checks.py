@@ -4,10 +4,12 @@ Each ``TASKS`` entry whose ``BACKEND`` is :class:`ShardqBackend` is checked with
 database: its ``QUEUES`` (``shardq.E006``), its ``OPTIONS`` (``E001``, a ``DSN`` that is
 not PostgreSQL ``E004``), the ``DATABASE`` alias (missing ``E002``, not PostgreSQL
 ``E003``) and its client ``SETTINGS`` (``E005``); these are the errors the backend would
-raise at its first use.  With ``check --database ALIAS`` (Django's database checks), a
-backend whose queue lives in a checked alias, or in a ``DSN`` of its own, is also
-connected to: ``E007`` when that fails, ``W001`` when the shardq schema is missing or
-older than this shardq (``manage.py shardq_migrate`` creates or upgrades it).
+raise at its first use.  With ``check --database ALIAS`` (Django's database checks,
+which ``migrate`` and the test runner run too), a backend whose queue lives in a checked
+alias is also connected to: ``E007`` when that fails, ``W001`` when the shardq schema is
+missing or older than this shardq (``manage.py shardq_migrate`` creates or upgrades
+it).  A backend with a ``DSN`` of its own is not: Django's checks name aliases, and the
+test runner's would otherwise reach out to that database.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from psycopg.conninfo import conninfo_to_dict
 
 from shardq.contrib.django import options
 from shardq.contrib.django.backend import ShardqBackend
-from shardq.core import migrate
 from shardq.core.errors import ShardqError
 
 TAG = "shardq"  # manage.py check --tag shardq runs these alone
@@ -67,6 +68,8 @@ def check_schema(app_configs: Sequence[AppConfig] | None = None,
     and has the shardq schema at this shardq's revision."""
     if databases is None:
         return []
+    from shardq.core import migrate  # Alembic: for this check only, not every process
+
     found: list[CheckMessage] = []
     for backend in backends():
         try:
@@ -74,10 +77,9 @@ def check_schema(app_configs: Sequence[AppConfig] | None = None,
         except options.Misconfigured:  # check_settings reports it
             continue
         database = backend.settings.database
-        if (database is not None and database not in databases) or config.dsn is None:
+        if database is None or database not in databases or config.dsn is None:
             continue
-        where = (f"the queue database of TASKS[{backend.alias!r}]"
-                 + (f" (DATABASES[{database!r}])" if database else " (its DSN)"))
+        where = f"the queue database of TASKS[{backend.alias!r}] (DATABASES[{database!r}])"
         try:
             revision = migrate.current(_with_timeout(config.dsn, config.connect_timeout_s))
         except ShardqError as exc:
