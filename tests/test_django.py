@@ -14,6 +14,7 @@ import contextlib
 import importlib.util
 import io
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -376,3 +377,35 @@ def test_stored_tracebacks_name_their_exception_class() -> None:
     # The last exception of a chain is the one the task failed with.
     assert exception_path(stored(TimeoutError, chained)) == "builtins.TimeoutError"
     assert exception_path("lease expired three times") == "builtins.Exception"
+
+
+def test_the_worker_does_not_write_again_what_django_logging_wrote() -> None:
+    pytest.importorskip("django")
+    from shardq.contrib.django.worker import WrittenOnce
+
+    written: list[str] = []
+
+    class Collect(logging.Handler):
+        """The worker's handler on the root logger, collecting what it would write."""
+
+        def emit(self, record: logging.LogRecord) -> None:
+            written.append(record.getMessage())
+
+    worker_handler = Collect()
+    worker_handler.addFilter(WrittenOnce())
+    # As Django's "django" logger with its "console" handler (under DEBUG = True).
+    console = logging.StreamHandler(sys.stderr)
+    django_logger = logging.getLogger("test_django_logs")
+    tasks_logger = logging.getLogger("test_django_logs.tasks")
+    root = logging.getLogger()
+    root.addHandler(worker_handler)
+    django_logger.addHandler(console)
+    try:
+        tasks_logger.warning("written by Django's console handler")
+        logging.getLogger("test_django_other").warning("written by the worker")
+        console.setLevel(logging.ERROR)  # a record Django's handler leaves out
+        tasks_logger.warning("left out by Django's handler")
+    finally:
+        django_logger.removeHandler(console)
+        root.removeHandler(worker_handler)
+    assert written == ["written by the worker", "left out by Django's handler"]

@@ -44,8 +44,8 @@ def backends() -> Iterator[ShardqBackend]:
 
 
 @register(TAG)
-def check_settings(app_configs: Sequence[AppConfig] | None = None,
-                   **kwargs: Any) -> list[CheckMessage]:
+def check_configuration(app_configs: Sequence[AppConfig] | None = None,
+                        **kwargs: Any) -> list[CheckMessage]:
     """The errors of each shardq backend's QUEUES, OPTIONS, database alias and client
     settings; no database is touched."""
     found: list[CheckMessage] = []
@@ -74,7 +74,7 @@ def check_schema(app_configs: Sequence[AppConfig] | None = None,
     for backend in backends():
         try:
             config = backend.settings.client_config()
-        except options.Misconfigured:  # check_settings reports it
+        except options.Misconfigured:  # check_configuration reports it
             continue
         database = backend.settings.database
         if database is None or database not in databases or config.dsn is None:
@@ -100,10 +100,8 @@ def _error(exc: options.Misconfigured) -> Error:
 
 
 def _with_timeout(dsn: str, timeout_s: float) -> str:
-    """``dsn`` as the URL migrations take, bounded by the client's connect timeout
-    unless it sets its own (a check must not hang on a server that does not answer)."""
-    if dsn.startswith("cockroachdb"):
-        return dsn
+    """``dsn`` (an alias's URL) bounded by the client's connect timeout unless it sets
+    its own: a check must not hang on a server that does not answer."""
     params: dict[str, Any] = conninfo_to_dict(dsn)
     params.setdefault("connect_timeout", max(2, math.ceil(timeout_s)))  # libpq: whole s
     return options.url_of({"NAME": params.pop("dbname", ""), "USER": params.pop("user", ""),
