@@ -18,7 +18,6 @@ from typing import Any, cast
 from uuid import UUID
 
 import psycopg
-from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 from django.utils import timezone
@@ -83,16 +82,20 @@ class ShardqBackend(BaseTaskBackend):
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
-        self.settings = options.read(alias, self.options)
-        for queue in sorted(self.queues):
-            if not isinstance(queue, str) or not QUEUE_NAME.fullmatch(queue):
-                raise ImproperlyConfigured(f"TASKS[{alias!r}]['QUEUES']: {queue!r} is not a "
-                                           f"shardq queue name ({QUEUE_NAME.pattern})")
         self._client: Client | None = None
         self._lock = threading.Lock()
         # An asyncio pool belongs to one event loop: one client per loop, gone with it.
         self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncClient] = (
             weakref.WeakKeyDictionary())
+
+    @functools.cached_property
+    def settings(self) -> options.Options:
+        """The backend's ``OPTIONS``, and its ``QUEUES``, checked on first use: a backend
+        is made for ``manage.py check`` too, which reports what is wrong with them (see
+        :mod:`shardq.contrib.django.checks`) instead of failing with a traceback.
+        Raises ImproperlyConfigured."""
+        options.check_queues(self.alias, self.queues)
+        return options.read(self.alias, self.options)
 
     # -- clients --------------------------------------------------------------
 
@@ -156,14 +159,6 @@ class ShardqBackend(BaseTaskBackend):
         client = await self.async_client()
         found = await client.perform(results.lookup(client, task_id))
         return results.django_result(self.alias, task_id, found)
-
-    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
-        """``manage.py check``: an error when the queue's database cannot be named."""
-        try:
-            self.settings.client_config()
-        except ImproperlyConfigured as exc:
-            return [checks.Error(str(exc), obj=f"TASKS[{self.alias!r}]", id="shardq.E001")]
-        return []
 
     # -- helpers ---------------------------------------------------------------
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 import os
 import socket
+import sys
 import traceback
 from collections.abc import Sequence
 from typing import Any
@@ -116,10 +118,44 @@ def app_for(backend: ShardqBackend, queues: Sequence[str]) -> App:
     return app
 
 
+class WrittenOnce(logging.Filter):
+    """Lets through to the worker's handler (on the root logger) only the records no
+    console handler of Django's logging has written on their way up.
+
+    Django's default logging gives the ``django`` logger a console handler that writes
+    under ``DEBUG = True``, and lets its records propagate: ``django.tasks``' lines would
+    reach the root too, and be written twice.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False when a handler of the record's logger, or of one it propagates through
+        below the root, writes records like it to the console."""
+        logger: logging.Logger | None = logging.getLogger(record.name)
+        while logger is not None and logger.parent is not None:  # the root has no parent
+            if any(_to_console(handler, record) for handler in logger.handlers):
+                return False
+            logger = logger.parent if logger.propagate else None
+        return True
+
+
+def _to_console(handler: logging.Handler, record: logging.LogRecord) -> bool:
+    return (isinstance(handler, logging.StreamHandler)
+            and handler.stream in (sys.stderr, sys.stdout)
+            and record.levelno >= handler.level and bool(handler.filter(record)))
+
+
+def write_once() -> None:
+    """Make the worker's handlers (on the root logger, set up by
+    :func:`shardq.worker.logs.configure`) skip what Django's logging writes already."""
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(WrittenOnce())
+
+
 def serve(alias: str, client_config: ClientConfig, config: WorkerConfig) -> int:
     """One worker process of ``--processes N``: a spawned interpreter, which sets Django
     up (DJANGO_SETTINGS_MODULE is inherited) before it runs the worker."""
     django.setup()
+    write_once()
     return serve_app(app_for(backend_named(alias), config.queue), client_config, config)
 
 
@@ -133,6 +169,7 @@ def main(alias: str, flags: argparse.Namespace) -> int:
     client_config = backend.settings.client_config(
         **{f.name: getattr(flags, f.name, None) for f in dataclasses.fields(ClientConfig)})
     logs.configure(config.log_format)
+    write_once()
     if config.processes > 1:
         return processes.supervise(serve, alias, client_config, config)
     return serve_app(app_for(backend, config.queue), client_config, config)

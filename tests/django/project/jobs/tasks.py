@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import django
 
+from shardq import Retry
+
 if TYPE_CHECKING or django.VERSION >= (6, 0):
     from django.tasks import TaskContext, task
 else:
@@ -40,3 +42,12 @@ async def shout(word: str) -> str:
     """``word`` in capitals, from a coroutine."""
     await asyncio.sleep(0)
     return word.upper()
+
+
+@task(takes_context=True)
+def flaky(context: TaskContext[Any, Any]) -> int:
+    """Fails its first attempt, which is retried an hour later (the test brings it
+    forward, for another worker to run it); then returns its attempt."""
+    if context.attempt == 1:
+        raise Retry(in_s=3600, reason="the first attempt fails")
+    return context.attempt

@@ -6,7 +6,7 @@ import os
 import django
 
 SECRET_KEY = "not-a-secret: a test project"
-DEBUG = False
+DEBUG = os.environ.get("DJANGO_DEBUG") == "1"
 USE_TZ = True
 TIME_ZONE = "UTC"
 

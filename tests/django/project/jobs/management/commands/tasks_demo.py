@@ -20,7 +20,7 @@ from shardq.contrib.django.compat import (
     default_task_backend,
 )
 
-from ...tasks import add, report, shout, whoami
+from ...tasks import add, flaky, report, shout, whoami
 
 POLL_S = 0.1
 
@@ -41,6 +41,7 @@ def summary(result: TaskResult[Any, Any]) -> dict[str, Any]:
         "run_after": None if result.task.run_after is None else
         result.task.run_after.isoformat(),
         "finished": result.finished_at is not None,
+        "worker_ids": result.worker_ids,
     }
 
 
@@ -49,7 +50,7 @@ def enqueue() -> dict[str, str]:
     transaction that commits and one in a transaction that rolls back."""
     ids = {"add": add.enqueue(2, 3).id, "report": report.enqueue("sales").id,
            "whoami": whoami.enqueue(tag="ctx").id,
-           "shout": asyncio.run(shout.aenqueue("hi")).id}
+           "shout": asyncio.run(shout.aenqueue("hi")).id, "flaky": flaky.enqueue().id}
     later = add.using(priority=100, run_after=timezone.now() + timedelta(hours=1))
     ids["later"] = later.enqueue(1, 2).id
     with transaction.atomic():
@@ -60,14 +61,19 @@ def enqueue() -> dict[str, str]:
     return ids
 
 
-def wait(ids: list[str], timeout_s: float) -> dict[str, Any]:
-    """The results of ``ids`` (get_result) once each finished, or at the timeout."""
+def wait(ids: list[str], timeout_s: float, failed: list[str]) -> dict[str, Any]:
+    """The results of ``ids`` (get_result) once each finished, and of ``failed`` once an
+    attempt of each failed, or at the timeout."""
     deadline = time.monotonic() + timeout_s
-    results = {i: default_task_backend.get_result(i) for i in ids}
-    while not all(r.is_finished for r in results.values()) and time.monotonic() < deadline:
+    results = {i: default_task_backend.get_result(i) for i in [*ids, *failed]}
+
+    def done(result: TaskResult[Any, Any]) -> bool:
+        return bool(result.errors) if result.id in failed else result.is_finished
+
+    while not all(done(r) for r in results.values()) and time.monotonic() < deadline:
         time.sleep(POLL_S)
         for result in results.values():
-            if not result.is_finished:
+            if not done(result):
                 result.refresh()
     return {i: summary(r) for i, r in results.items()}
 
@@ -105,7 +111,8 @@ def refusals() -> dict[str, str]:
 
 
 class Command(BaseCommand):
-    """``enqueue``, ``wait ID...``, ``read ID...`` or ``refuse``; prints JSON."""
+    """``enqueue``, ``wait ID... [--failed ID]...``, ``read ID...`` or ``refuse``; prints
+    JSON."""
 
     help = "Enqueue the app's tasks and read their results (JSON on stdout)"
 
@@ -113,12 +120,14 @@ class Command(BaseCommand):
         """The action, and the result ids it reads."""
         parser.add_argument("action", choices=["enqueue", "wait", "read", "refuse"])
         parser.add_argument("ids", nargs="*")
+        parser.add_argument("--failed", action="append", default=[],
+                            help="wait for an attempt of this task to fail (not to finish)")
         parser.add_argument("--timeout-s", type=float, default=60.0)
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Do the action and print what it saw."""
         action, ids = options["action"], options["ids"]
         out: Any = (enqueue() if action == "enqueue" else
-                    wait(ids, options["timeout_s"]) if action == "wait" else
+                    wait(ids, options["timeout_s"], options["failed"]) if action == "wait" else
                     asyncio.run(read(ids)) if action == "read" else refusals())
         self.stdout.write(json.dumps(out))
