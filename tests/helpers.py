@@ -1,9 +1,13 @@
 """What many tests need: claiming everything, waiting for a condition, reading rows, the
-bucket formula, a free TCP port, checking sampled counts.  Only shardq's public API is used here."""
+bucket formula, a free TCP port, checking sampled counts, running the CLI, an in-process
+worker."""
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -15,7 +19,10 @@ from uuid import UUID
 import psycopg
 
 import shardq
+from shardq.core.config import ClientConfig
 from shardq.core.dialect import POSTGRESQL
+from shardq.worker.config import WorkerConfig
+from shardq.worker.daemon import Worker
 
 
 def claim_all(client: shardq.Client, queue: str, *, most: int | None = None,
@@ -122,3 +129,30 @@ def within_stated_error(real: int, state: str, *figures: Any) -> bool:
     error is three standard errors, so by design about one estimate in 300 falls outside
     it; two independent ones both doing so would be a wrong estimate or a wrong error."""
     return any(abs(f[state] - real) <= f["error"].get(state, 0) for f in figures)
+
+
+def shardq_cli(*args: str, dsn: str | None = None, env: dict[str, str] | None = None,
+               check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run ``shardq ARGS`` in a child process (``SHARDQ_DSN`` set to ``dsn`` if given)."""
+    extra = {**(env or {}), **({"SHARDQ_DSN": dsn} if dsn else {})}
+    return subprocess.run([sys.executable, "-m", "shardq", *args], capture_output=True,
+                          text=True, timeout=120, check=check, env={**os.environ, **extra})
+
+
+def one_line_error(result: subprocess.CompletedProcess[str], *words: str) -> None:
+    """The command failed as the CLI promises: exit 2, one ``shardq: `` line naming
+    ``words``, no traceback."""
+    assert result.returncode == 2, result
+    assert "Traceback" not in result.stderr, result
+    assert result.stderr.startswith("shardq: "), result
+    assert result.stderr.count("\n") == 1, result.stderr
+    for word in words:
+        assert word in result.stderr, result.stderr
+
+
+def worker_for(dsn: str, app: shardq.App, **settings: Any) -> Worker:
+    """An in-process worker of ``app`` with no janitor and no LISTEN (``lease_s`` goes to
+    its client, the rest to its WorkerConfig)."""
+    client_settings = {k: settings.pop(k) for k in list(settings) if k in ("lease_s",)}
+    return Worker(app, ClientConfig(dsn=dsn, **client_settings),
+                  WorkerConfig(janitors=0, listen=False, **settings))

@@ -18,9 +18,8 @@ import shardq
 from shardq import Attempt, Client, ManualClock
 from shardq.ops import workers
 from tests.daemons import ROOT, Daemon
-from tests.helpers import claim_all, scalar, wait_for
-from tests.test_cli import shardq_cli
-from tests.test_plans import explain
+from tests.helpers import claim_all, scalar, shardq_cli, wait_for
+from tests.plans import explain
 from tests.web import TOKEN, call, serving
 
 pytestmark = pytest.mark.client_settings(backoff_base_s=1, backoff_cap_s=10, backoff_jitter=0)

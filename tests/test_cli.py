@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from typing import Any
 
 import psycopg
 import pytest
 
 import shardq
-from tests.helpers import claim_all
-
-
-def shardq_cli(*args: str, env: dict[str, str] | None = None,
-               check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "shardq", *args], capture_output=True,
-                          text=True, timeout=120, check=check,
-                          env={**os.environ, **(env or {})})
+from tests.helpers import claim_all, one_line_error, shardq_cli
 
 
 def test_migrate_then_use(databases: Any) -> None:
@@ -91,15 +81,6 @@ def test_flags_and_env_come_from_the_config(dsn: str) -> None:
     for flag in ("--dsn", "--lease-s", "--max-attempts", "--backoff-base-s", "--janitor-batch"):
         assert flag in help_text
     assert "SHARDQ_LEASE_S" in help_text
-
-
-def one_line_error(result: subprocess.CompletedProcess[str], *words: str) -> None:
-    assert result.returncode == 2, result
-    assert "Traceback" not in result.stderr, result
-    assert result.stderr.startswith("shardq: "), result
-    assert result.stderr.count("\n") == 1, result.stderr
-    for word in words:
-        assert word in result.stderr, result.stderr
 
 
 BAD_COMMANDS: list[tuple[list[str], dict[str, str], tuple[str, ...]]] = [

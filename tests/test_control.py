@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,18 +14,12 @@ import shardq
 from tests.apps import recorder
 from tests.conftest import Databases
 from tests.daemons import Daemon
-from tests.helpers import claim_all, query, scalar, wait_for
+from tests.helpers import claim_all, query, scalar, shardq_cli, wait_for
 
 pytestmark = pytest.mark.both_clients
 
 ROOT = Path(__file__).resolve().parent.parent
 QUIET_S = 1.5  # how long a paused queue is watched for a claim (the daemons poll every 0.2 s)
-
-
-def shardq_cli(*args: str, dsn: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "shardq", *args], capture_output=True,
-                          text=True, timeout=120, check=check,
-                          env={**os.environ, "SHARDQ_DSN": dsn})
 
 
 def fresh(prefix: str) -> str:

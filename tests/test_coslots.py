@@ -12,21 +12,12 @@ from typing import Any
 import psycopg
 
 import shardq
-from shardq.core.config import ClientConfig
 from shardq.core.task import TaskId
-from shardq.worker.config import WorkerConfig
 from shardq.worker.coslots import LoopSlots
-from shardq.worker.daemon import Worker
 from shardq.worker.slots import ThreadSlots
-from tests.helpers import query, wait_for
+from tests.helpers import query, wait_for, worker_for
 
 BARRIER_S = 20.0  # how long a handler waits for the others (a failure, never a timing)
-
-
-def worker_for(dsn: str, app: shardq.App, **settings: Any) -> Worker:
-    client_settings = {k: settings.pop(k) for k in list(settings) if k in ("lease_s",)}
-    return Worker(app, ClientConfig(dsn=dsn, **client_settings),
-                  WorkerConfig(janitors=0, listen=False, **settings))
 
 
 def left(dsn: str, queue: str) -> int:

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import inspect
 import itertools
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -19,7 +16,7 @@ import pytest
 import shardq
 from shardq.core.validate import Arguments
 from tests.conftest import Databases
-from tests.helpers import claim_all, query, scalar
+from tests.helpers import claim_all, query, scalar, shardq_cli
 
 pytestmark = pytest.mark.both_clients
 
@@ -51,12 +48,6 @@ builtin = app.task(max, queue=QUEUE, name="max")  # no readable signature: takes
 @app.periodic(every_s=60, queue=QUEUE)
 def tick() -> None:
     """A periodic task: no arguments."""
-
-
-def shardq_cli(*args: str, dsn: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "shardq", *args], capture_output=True,
-                          text=True, timeout=120, check=False,
-                          env={**os.environ, "SHARDQ_DSN": dsn})
 
 
 def queue_rows(dsn: str) -> list[tuple[Any, ...]]:
@@ -150,25 +141,25 @@ def test_rows_left_by_older_releases(own: str) -> None:
 
 
 def test_cli_pause_and_resume_refuse_unknown_queues(own: str) -> None:
-    typo = shardq_cli("queue", "pause", "emials", dsn=own)
+    typo = shardq_cli("queue", "pause", "emials", dsn=own, check=False)
     assert (typo.returncode, typo.stdout) == (2, "")
     assert typo.stderr == (
         "shardq: no queue named 'emials': it has no tasks, is not paused and was not active "
         "in the last hour (known queues: emails, reports); to pause it before its first "
         "task, add --create\n")
     assert queue_rows(own) == []
-    created = shardq_cli("queue", "pause", "later", "--create", dsn=own)
+    created = shardq_cli("queue", "pause", "later", "--create", dsn=own, check=False)
     assert created.returncode == 0, created.stderr
     assert created.stdout.startswith("queue later paused since ")
     assert queue_rows(own) == [("later", True)]
-    resumed = shardq_cli("queue", "resume", "later", dsn=own)
+    resumed = shardq_cli("queue", "resume", "later", dsn=own, check=False)
     assert (resumed.returncode, resumed.stdout) == (0, "queue later resumed\n")
     assert queue_rows(own) == []
-    again = shardq_cli("queue", "resume", "later", dsn=own)
+    again = shardq_cli("queue", "resume", "later", dsn=own, check=False)
     assert again.returncode == 2
     assert again.stderr.startswith("shardq: no queue named 'later': ")
     assert again.stderr.count("\n") == 1
-    idle = shardq_cli("queue", "resume", "emails", dsn=own)
+    idle = shardq_cli("queue", "resume", "emails", dsn=own, check=False)
     assert (idle.returncode, idle.stdout) == (0, "queue emails was not paused\n")
 
 

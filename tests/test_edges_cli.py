@@ -29,8 +29,7 @@ from shardq.ops.periodic import Schedule
 from shardq.web import DashboardConfig, create_app
 from shardq.web.chart import svg
 from shardq.worker.config import WorkerConfig
-from tests.helpers import claim_all, free_port, wait_for
-from tests.test_cli import one_line_error
+from tests.helpers import claim_all, free_port, one_line_error, wait_for
 from tests.web import call, serving
 
 UNUSABLE_HOME = "/proc/nope"  # no directory can be made there, not even by root

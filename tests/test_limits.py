@@ -35,7 +35,7 @@ def running_slots(conn: psycopg.Connection[Any], queue: str = Q) -> list[int]:
     return [r[0] for r in rows]
 
 
-def claim_all(client: Blocking, limit: int = 10, **options: Any) -> list[shardq.Task]:
+def claim_until_empty(client: Blocking, limit: int = 10, **options: Any) -> list[shardq.Task]:
     """Claim until a claim takes nothing (each claim takes from one bucket or group)."""
     taken: list[shardq.Task] = []
     while batch := client.claim(Q, limit=limit, **options):
@@ -128,14 +128,14 @@ def test_max_running_holds_across_claims_and_frees_on_every_outcome(
         client: Blocking, connect: psycopg.Connection[Any]) -> None:
     client.set_limits(Q, max_running=3, create=True)
     client.enqueue_many(Q, [{"n": i} for i in range(10)])
-    first = claim_all(client)
+    first = claim_until_empty(client)
     assert len(first) == 3
     assert running_slots(connect) == [1, 2, 3]
     assert client.claim(Q, limit=10) == []  # full
     client.ack(first[0])
     client.nack(first[1], "boom")
     client.release(first[2])
-    again = claim_all(client)
+    again = claim_until_empty(client)
     assert len(again) == 3  # every way a task stops running gave its slot back
     assert sorted(running_slots(connect)) == [1, 2, 3]
     assert client.limits(Q).running == 3
@@ -144,13 +144,13 @@ def test_max_running_holds_across_claims_and_frees_on_every_outcome(
 def test_a_lowered_limit_binds_at_the_next_claim(client: Blocking) -> None:
     client.set_limits(Q, max_running=4, create=True)
     client.enqueue_many(Q, [{"n": i} for i in range(10)])
-    held = claim_all(client)
+    held = claim_until_empty(client)
     assert len(held) == 4
     client.set_limits(Q, max_running=2, create=True)
     client.ack_many(held[:2])
     assert client.claim(Q, limit=10) == []  # still 2 running
     client.ack_many(held[2:])
-    assert len(claim_all(client)) == 2
+    assert len(claim_until_empty(client)) == 2
 
 
 def test_a_limit_above_1024_holds_by_its_slots_and_counts_after_a_lowering(
@@ -160,7 +160,7 @@ def test_a_limit_above_1024_holds_by_its_slots_and_counts_after_a_lowering(
     tasks' slots, claims count the running tasks until those end."""
     client.set_limits(Q, max_running=1100, create=True)
     client.enqueue_many(Q, [{"n": i} for i in range(1300)])
-    held = claim_all(client, 100)
+    held = claim_until_empty(client, 100)
     slots = running_slots(connect)
     assert 1000 < len(held) <= 1100  # the last few free numbers are seldom drawn
     assert len(set(slots)) == len(slots)
@@ -175,11 +175,11 @@ def test_a_limit_above_1024_holds_by_its_slots_and_counts_after_a_lowering(
         assert client.claim(Q, limit=100) == []
     below = [t for t in held if slot_of[t.id] <= 1050]
     client.ack_many(below[:len(held) - 1040])  # 1040 left running, `above` among them
-    more = claim_all(client, 100)
+    more = claim_until_empty(client, 100)
     assert 0 < len(more) <= 10
     assert len(running_slots(connect)) <= 1050
     client.ack_many(above)  # no slot above the limit: uniqueness alone keeps it again
-    claim_all(client, 100)
+    claim_until_empty(client, 100)
     slots = running_slots(connect)
     assert len(slots) <= 1050
     assert max(slots) <= 1050
@@ -189,7 +189,7 @@ def test_plain_claims_take_nothing_from_a_limited_queue(client: Blocking) -> Non
     client.enqueue_many(Q, [{"n": i} for i in range(4)])
     client.set_limits(Q, max_running=1, create=True)
     assert all(client.claim_bucket(Q, b, limit=10) == [] for b in range(client.bucket_count))
-    assert len(claim_all(client)) == 1
+    assert len(claim_until_empty(client)) == 1
 
 
 def test_a_slot_taken_twice_is_refused_by_the_database(client: Blocking,
@@ -210,10 +210,10 @@ def test_a_lease_that_expires_gives_its_slot_back(timed: Blocking,
                                                   clock: shardq.ManualClock) -> None:
     timed.set_limits(Q, max_running=1, create=True)
     timed.enqueue_many(Q, [{"n": 1}, {"n": 2}])
-    assert len(claim_all(timed, 5, lease_s=5)) == 1  # and its worker dies
+    assert len(claim_until_empty(timed, 5, lease_s=5)) == 1  # and its worker dies
     clock.advance(6)
     shardq.Janitor(timed).run_once()  # the task goes back in line
-    assert len(claim_all(timed, 5)) == 1
+    assert len(claim_until_empty(timed, 5)) == 1
 
 
 def test_groups_take_turns(client: Blocking) -> None:
@@ -245,7 +245,7 @@ def test_max_running_per_group(client: Blocking) -> None:
     client.set_limits(Q, max_running_per_group=2, create=True)
     for g in "abc":
         client.enqueue_many(Q, [{"g": g} for _ in range(5)], group=g)
-    held = claim_all(client, 5)
+    held = claim_until_empty(client, 5)
     per_group = {g: sum(1 for t in held if t.payload["g"] == g) for g in "abc"}
     assert per_group == {"a": 2, "b": 2, "c": 2}
     assert client.limits(Q).running_most_group == 2
@@ -256,36 +256,36 @@ def test_a_rate_gives_its_burst_then_one_per_interval(timed: Blocking,
                                                       clock: shardq.ManualClock) -> None:
     timed.set_limits(Q, rate=Rate(10, 1.0, burst=3), create=True)
     timed.enqueue_many(Q, [{"n": i} for i in range(50)])
-    assert len(claim_all(timed)) == 3
+    assert len(claim_until_empty(timed)) == 3
     clock.advance(0.25)  # two intervals of 0.1 s
-    assert len(claim_all(timed)) == 2
+    assert len(claim_until_empty(timed)) == 2
     clock.advance(10)  # idle time does not pile up beyond the burst
-    assert len(claim_all(timed)) == 3
+    assert len(claim_until_empty(timed)) == 3
 
 
 def test_tokens_a_claim_could_not_use_are_given_back(timed: Blocking,
                                                      clock: shardq.ManualClock) -> None:
     timed.set_limits(Q, rate=Rate(10, 1.0, burst=5), create=True)
     timed.enqueue_many(Q, [{"n": 1}, {"n": 2}])
-    assert len(claim_all(timed)) == 2
+    assert len(claim_until_empty(timed)) == 2
     timed.enqueue_many(Q, [{"n": i} for i in range(10)])
-    assert len(claim_all(timed)) == 3  # 2 of the burst of 5 were used, the rest given back
+    assert len(claim_until_empty(timed)) == 3  # 2 of the burst of 5 were used, the rest given back
 
 
 def test_a_rate_per_group(timed: Blocking, clock: shardq.ManualClock) -> None:
     timed.set_limits(Q, rate_per_group=Rate(1, 1.0, burst=1), create=True)
     for g in "ab":
         timed.enqueue_many(Q, [{"g": g} for _ in range(5)], group=g)
-    got = [t.payload["g"] for t in claim_all(timed, 5)]
+    got = [t.payload["g"] for t in claim_until_empty(timed, 5)]
     assert sorted(got) == ["a", "b"]
     clock.advance(1.0)
-    got = [t.payload["g"] for t in claim_all(timed, 5)]
+    got = [t.payload["g"] for t in claim_until_empty(timed, 5)]
     assert sorted(got) == ["a", "b"]
 
 
 def test_a_keyed_task_put_back_keeps_its_group(client: Blocking) -> None:
     client.enqueue(Q, {"n": 1}, key="k", group="g")
-    (task,) = claim_all(client)
+    (task,) = claim_until_empty(client)
     client.nack(task, "again")
     info = client.get(task.id)
     assert info is not None

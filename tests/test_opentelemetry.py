@@ -31,8 +31,7 @@ from shardq.core.config import ClientConfig
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
 from tests.apps import recorder
-from tests.helpers import query, wait_for
-from tests.test_worker_parts import worker_for
+from tests.helpers import query, wait_for, worker_for
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -19,7 +19,7 @@ import shardq
 from shardq.ops import periodic
 from shardq.ops.cadence import Cadence, Missed
 from shardq.ops.periodic import PeriodicLoop, Schedule
-from tests.test_cli import one_line_error, shardq_cli
+from tests.helpers import one_line_error, shardq_cli
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 

@@ -14,7 +14,7 @@ import pytest
 
 from shardq.core import sqlfiles
 from shardq.ops import limits
-from tests.test_plans import LIMIT, PARAMS, QUEUE, explain
+from tests.plans import LIMIT, PARAMS, QUEUE, explain
 
 pytestmark = pytest.mark.slow
 

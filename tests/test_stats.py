@@ -16,8 +16,7 @@ from shardq.ops import forecast, queuestats
 from shardq.worker.metrics import Metrics
 from shardq.worker.observe import StatsSampler
 from tests.conftest import Databases
-from tests.helpers import claim_all, query, within_stated_error
-from tests.test_cli import shardq_cli
+from tests.helpers import claim_all, query, shardq_cli, within_stated_error
 
 
 def fresh(prefix: str) -> str:

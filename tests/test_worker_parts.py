@@ -20,7 +20,7 @@ from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
 from shardq.worker.metrics import Metrics
 from tests.conftest import Databases
-from tests.helpers import query, wait_for
+from tests.helpers import query, wait_for, worker_for
 
 
 class FakeTime:
@@ -70,12 +70,6 @@ def test_schedule_cools_empty_buckets_and_resets() -> None:
     index, wait = schedule.pick()
     assert index >= 0
     assert wait == 0.0
-
-
-def worker_for(dsn: str, app: shardq.App, **settings: Any) -> Worker:
-    client_settings = {k: settings.pop(k) for k in list(settings) if k in ("lease_s",)}
-    return Worker(app, ClientConfig(dsn=dsn, **client_settings),
-                  WorkerConfig(janitors=0, listen=False, **settings))
 
 
 def test_lost_lease_cancels_the_handler_and_drops_its_result(dsn: str, client: shardq.Client,
