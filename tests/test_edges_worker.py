@@ -21,12 +21,12 @@ import shardq
 from shardq.core import migrate
 from shardq.core.config import ClientConfig
 from shardq.core.errors import SchemaNotReady
+from shardq.core.lograte import FORGET_AFTER, RateLimit
 from shardq.core.loop import MAX_BACKOFF_S, Loop
 from shardq.ops import periodic
 from shardq.ops.vacuum import Vacuumer
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
-from shardq.worker.logs import FORGET_AFTER, RateLimit
 from tests.apps import ticker
 from tests.conftest import Databases
 from tests.daemons import Daemon

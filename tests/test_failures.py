@@ -14,12 +14,12 @@ import pytest
 
 import shardq
 from shardq.core.config import ClientConfig
+from shardq.core.lograte import RateLimit
 from shardq.core.redaction import redact
 from shardq.core.validate import MAX_ERROR_CHARS, error_text
 from shardq.worker.completer import Completer, Outcome
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
-from shardq.worker.logs import RateLimit
 from shardq.worker.metrics import Metrics
 
 

@@ -25,7 +25,7 @@ from abc import ABC, abstractmethod
 from typing import Generic, TypeVar
 
 from shardq.core.errors import ConnectionLost, SchemaNotReady, Unavailable
-from shardq.worker.logs import RateLimit
+from shardq.core.lograte import RateLimit
 
 log = logging.getLogger("shardq")
 

@@ -14,13 +14,13 @@ from typing import Any
 
 from shardq.app import App, Handler, NoHandler
 from shardq.core import tracing
+from shardq.core.lograte import RateLimit
 from shardq.core.task import Task
 from shardq.core.validate import error_text
 from shardq.handler import Fail, Retry
 from shardq.ops.results import NOT_KEPT, Encoded, Kept, encode
 from shardq.worker import isolation
 from shardq.worker.completer import Outcome
-from shardq.worker.logs import RateLimit
 
 log = logging.getLogger("shardq.worker")
 

@@ -50,10 +50,7 @@ def run_one(scenario: Scenario, pg: ThrowawayPostgres, log_pg: ThrowawayPostgres
 
 
 def row(s: Scenario, f: Figures) -> str:
-    if f.passed:
-        result = "pass"
-    else:
-        result = "**fail**" + (f" ({s.known_failure.split(':')[0]})" if s.known_failure else "")
+    result = "pass" if f.passed else "**fail**"
     text = "; ".join([*f.violations, *f.notes, f"{f.seconds:.0f} s"])
     cells = [s.name + (" (long)" if s.long else ""), f.fault, result, f.enqueued,
              f.distinct_run, f.duplicates, f.lost, f.stuck, f.dead, f.two_rows, text]

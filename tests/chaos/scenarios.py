@@ -358,12 +358,11 @@ def poison(stage: Stage) -> Figures:
 
 @dataclass(frozen=True)
 class Scenario:
-    """A scenario, whether it is long (``chaos_long``), and the issue item it fails on today."""
+    """A scenario, and whether it is long (``chaos_long``)."""
 
     name: str
     run: Callable[[Stage], Figures]
     long: bool = False
-    known_failure: str | None = None
 
 
 SCENARIOS = [

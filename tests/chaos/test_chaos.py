@@ -1,8 +1,7 @@
 """The chaos scenarios as tests (see :mod:`tests.chaos.scenarios`).
 
 The quick ones run with the suite; ``chaos_long`` ones need ``SHARDQ_CHAOS_LONG=1``.
-Scenarios that fail on today's library are ``xfail`` (not strict), naming the issue
-item; the failure message lists every broken invariant and the figures.
+A failure's message lists every broken invariant and the figures.
 """
 
 from __future__ import annotations
@@ -24,8 +23,6 @@ def _param(scenario: Scenario) -> Any:
     marks: list[Any] = []
     if scenario.long:
         marks.append(pytest.mark.chaos_long)
-    if scenario.known_failure:
-        marks.append(pytest.mark.xfail(strict=False, reason=scenario.known_failure))
     return pytest.param(scenario, id=scenario.name, marks=marks)
 
 
