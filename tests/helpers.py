@@ -156,3 +156,17 @@ def worker_for(dsn: str, app: shardq.App, **settings: Any) -> Worker:
     client_settings = {k: settings.pop(k) for k in list(settings) if k in ("lease_s",)}
     return Worker(app, ClientConfig(dsn=dsn, **client_settings),
                   WorkerConfig(janitors=0, listen=False, **settings))
+
+
+def expire_leases(client: shardq.Client, queue: str) -> list[shardq.Task]:
+    """Claim every task of ``queue`` and let the leases run out unsettled, as when the worker
+    holding them died; the janitor puts them back.  No sleep: a locked task's lease ends
+    at its ``exec_time``, which is moved into the past (and the backoff the rescue adds is
+    the client's)."""
+    claimed = [t for b in range(client.bucket_count) for t in client.claim_bucket(queue, b)]
+    assert client.config.dsn is not None
+    with psycopg.connect(client.config.dsn, autocommit=True) as conn:
+        conn.execute("UPDATE shardq.tasks SET exec_time = now() - interval '1 s' "
+                     "WHERE queue = %s AND status = 'locked'", (queue,))
+    assert client.run_janitor_once().rescued == len(claimed)
+    return claimed

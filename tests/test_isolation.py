@@ -16,7 +16,7 @@ from shardq.core.config import ClientConfig
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
 from tests.apps import leases
-from tests.helpers import wait_for
+from tests.helpers import expire_leases, wait_for
 
 
 @pytest.fixture
@@ -27,14 +27,11 @@ def fast(client: shardq.Client, dsn: str) -> Any:
 
 
 def make_suspect(client: shardq.Client, queue: str) -> shardq.Task:
-    """Enqueue one task, claim it on a short lease and let the lease run out unsettled,
-    as when the worker holding it died; the janitor puts it back as suspect."""
+    """Enqueue one task and let its lease run out unsettled, as when the worker holding it
+    died; the janitor puts it back as suspect."""
     task_id = client.enqueue(queue, {"poison": True})
-    claimed = [t for b in range(client.bucket_count)
-               for t in client.claim_bucket(queue, b, lease_s=0.05)]
+    claimed = expire_leases(client, queue)
     assert [t.id for t in claimed] == [task_id]
-    time.sleep(0.2)
-    assert client.run_janitor_once().rescued == 1
     info = client.get(task_id)
     assert info is not None
     assert info.last_error is not None
@@ -45,7 +42,6 @@ def make_suspect(client: shardq.Client, queue: str) -> shardq.Task:
 def test_a_rescued_task_comes_back_suspect_and_others_do_not(fast: shardq.Client) -> None:
     poison = make_suspect(fast, "iso")
     fast.enqueue_many("iso", [{"n": i} for i in range(3)])
-    time.sleep(0.05)  # past the 2 ms backoff of its first retry
     claimed = [t for b in range(fast.bucket_count) for t in fast.claim_bucket("iso", b)]
     assert {t.id for t in claimed if t.suspect} == {poison.id}
     assert sum(not t.suspect for t in claimed) == 3
@@ -60,16 +56,6 @@ def leased(db: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[shardq.Client]:
     with shardq.Client(db, backoff_base_s=0.001) as client:
         leases.app.use_client(client)
         yield client
-
-
-def expire(client: shardq.Client, queue: str) -> None:
-    """Claim every task of ``queue`` on a short lease and let it run out unsettled, as
-    when the worker holding them died: the janitor puts them back as suspects."""
-    claimed = [t for b in range(client.bucket_count)
-               for t in client.claim_bucket(queue, b, lease_s=0.05)]
-    time.sleep(0.2)
-    assert client.run_janitor_once().rescued == len(claimed)
-    time.sleep(0.05)  # past the 2 ms backoff of the rescue
 
 
 def worker_for(db: str, **settings: Any) -> Worker:
@@ -88,7 +74,7 @@ def runs(dsn: str) -> list[tuple[Any, ...]]:
 def test_a_suspect_runs_in_its_own_process_while_the_worker_runs_the_rest(
         db: str, leased: shardq.Client) -> None:
     suspect = leases.long.enqueue(0, 4.0)
-    expire(leased, "long")
+    expire_leases(leased, "long")
     others = leases.long.enqueue_many([(n, 0.0) for n in range(1, 201)])
     worker = worker_for(db, concurrency=8, batch=100)
     worker.start()
@@ -112,7 +98,7 @@ def test_a_suspect_runs_in_its_own_process_while_the_worker_runs_the_rest(
 def test_a_suspect_that_kills_its_process_fails_alone_and_dies_after_its_attempts(
         db: str, leased: shardq.Client) -> None:
     culprit = leases.crash.enqueue(0)
-    expire(leased, "iso")
+    expire_leases(leased, "iso")
     worker = worker_for(db, concurrency=4)
     worker.start()
     try:
@@ -137,7 +123,7 @@ def test_a_suspect_that_kills_its_process_fails_alone_and_dies_after_its_attempt
 def test_a_suspect_that_raises_fails_with_its_own_traceback(
         db: str, leased: shardq.Client) -> None:
     task_id = leases.fails.enqueue(7)
-    expire(leased, "iso")
+    expire_leases(leased, "iso")
     worker = worker_for(db)
     worker.start()
 

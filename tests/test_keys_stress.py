@@ -19,7 +19,7 @@ from uuid import UUID
 import shardq
 
 KEYS = 50
-ENQUEUES = 20_000
+ENQUEUES = 6_000
 PRODUCERS = 4
 WORKERS = 16
 KILL_RATE = 0.01  # a worker "dies": it drops its batch without acking anything
@@ -96,7 +96,7 @@ def work(c: shardq.Client, log: Log) -> None:
     try:
         while True:
             bucket = (bucket + 1) % c.bucket_count
-            tasks = c.claim_bucket("stress", bucket, limit=5, lease_s=1.0)
+            tasks = c.claim_bucket("stress", bucket, limit=5, lease_s=2.0)
             if tasks:
                 run_batch(c, log, tasks, rng)
             elif bucket == 0 and not log.producing.is_set() and drained(c):

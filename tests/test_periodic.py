@@ -243,10 +243,12 @@ def test_database_clock(clean: None, client: shardq.Client,
     """With no clock of its own, "now" is the database's."""
     ticker = loop(client, every("db", 1))
     time.sleep(1.1)
-    [fired] = ticker.run_once()
+    fired = ticker.run_once()  # one slot, or more if this process was held up
     row = connect.execute("SELECT now()").fetchone()
     assert row is not None
-    assert row[0] - timedelta(seconds=2) < fired.slot <= row[0]
+    assert fired
+    # A clock of another kind (the host's in another zone, a test's) would be hours off.
+    assert row[0] - timedelta(seconds=30) < fired[-1].slot <= row[0]
 
 
 @pytest.mark.parametrize(("options", "message"), [
