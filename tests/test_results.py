@@ -23,6 +23,7 @@ from shardq.ops import settle
 from shardq.ops.results import CHANNEL, Kept, encode
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
+from tests.clients import open_client
 from tests.helpers import claim_all
 
 pytestmark = pytest.mark.both_clients
@@ -316,6 +317,37 @@ def test_a_wait_gives_its_pooled_connection_back_without_listening(dsn: str,
         assert single.result(task_id, wait_s=0.1).status == "running"
         with single.db.pool.connection() as conn:
             assert conn.execute("SELECT pg_listening_channels()").fetchall() == []
+
+
+@pytest.mark.parametrize("notify", [True, False], ids=["listening", "polling"])
+def test_calls_waiting_for_results_leave_the_pool_to_enqueues(
+        client: shardq.Client, client_kind: str, dsn: str, notify: bool) -> None:
+    """More calls wait than the pool has connections: an enqueue still goes through while
+    they all wait, and each call gets its task's result when the task ends."""
+    waiters, found = 6, {}
+    with open_client(client_kind, dsn, pool_max_size=2, notify=notify) as small:
+        tasks = dict(one(small, "waits") for _ in range(waiters))
+        asked = small.db.pool.get_stats().get("requests_num", 0)
+
+        def wait(task_id: uuid.UUID) -> None:
+            found[task_id] = small.result(task_id, wait_s=20)
+
+        threads = [threading.Thread(target=wait, args=(tid,)) for tid in tasks]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 10
+        # Each call has asked the pool for its first look.
+        while small.db.pool.get_stats().get("requests_num", 0) < asked + waiters:
+            assert time.monotonic() < deadline, "the calls did not all look"
+            time.sleep(0.01)
+        small.enqueue("elsewhere", {})
+        assert all(thread.is_alive() for thread in threads)  # it did not wait for them
+        for task_id, task in tasks.items():
+            ack_keeping(small, task, str(task_id))
+        for thread in threads:
+            thread.join(20)
+    assert {tid: (r.status, r.value) for tid, r in found.items()} == {
+        tid: ("succeeded", str(tid)) for tid in tasks}
 
 
 @pytest.mark.blocking_client
