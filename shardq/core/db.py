@@ -127,6 +127,8 @@ class Database:
         self.connect_timeout_s, self.statement_timeout_s = connect_timeout_s, statement_timeout_s
         self._watchdog = Watchdog()
         self._cutoff: float | None = None
+        self._bound_s: float | None = None  # set by fail_fast()
+        self._unreachable = False  # a unit of work under fail_fast() did not reach the server
         self.listeners = Listeners(Listener, self.dsn, connect_timeout_s)
         kwargs = connect_kwargs(connect_timeout_s)
         # Connect once directly: a wrong address, password or database name then fails
@@ -186,6 +188,15 @@ class Database:
         whatever the network does."""
         self._cutoff = time.monotonic() + seconds
         self._watchdog.cap(self._cutoff)
+
+    def fail_fast(self, bound_s: float) -> None:
+        """For a shutdown: every unit of work from now on, work under way included, ends
+        within ``bound_s`` (its wait for a connection too); once one could not reach the
+        server, the rest are not tried but fail at once with :class:`Unavailable`, and
+        nothing is retried.  A shutdown then gives up on a database that does not answer
+        in a bounded time, rather than spending its whole grace on it."""
+        self._bound_s = bound_s
+        self._watchdog.cap(time.monotonic() + bound_s)
 
     def run(self, work: Callable[[Conn], T], conn: Conn | None = None, *,
             idempotent: bool = True) -> T:
@@ -265,27 +276,37 @@ class Database:
         return self.perform(alone(request, idempotent=idempotent))
 
     def _past_cutoff(self) -> bool:
-        return self._cutoff is not None and time.monotonic() >= self._cutoff
+        return self._unreachable or (self._cutoff is not None
+                                     and time.monotonic() >= self._cutoff)
 
     def _timeouts(self) -> tuple[float, float]:
         """How long to wait for a connection, and the deadline of the work itself."""
         wait, deadline = self.pool.timeout, self.statement_timeout_s
+        if self._bound_s is not None:
+            wait, deadline = min(wait, self._bound_s), min(deadline, self._bound_s)
         if self._cutoff is not None:
             left = max(0.01, self._cutoff - time.monotonic())
             wait, deadline = min(wait, left), min(deadline, left)
         return wait, deadline
 
     def _attempt(self, work: Callable[[Conn], T]) -> T:
+        if self._unreachable:
+            raise NotSent("the database did not answer within the shutdown's bound")
         wait, deadline = self._timeouts()
         try:
             conn = self.pool.getconn(timeout=wait)
         except psycopg.OperationalError as exc:  # PoolTimeout included
+            if self._bound_s is not None:
+                self._unreachable = True
             raise NotSent("no connection") from exc
         guard: Guard | None = None
         try:
             with self._watchdog.guard(conn, deadline) as guard:
                 return work(conn)
         except psycopg.OperationalError as exc:
+            if self._bound_s is not None and (is_connection_loss(exc)
+                                              or (guard is not None and guard.cut)):
+                self._unreachable = True
             if guard is not None and guard.cut:
                 log.warning("a statement overran its deadline of %.1fs: connection dropped",
                             deadline)
