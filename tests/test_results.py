@@ -168,6 +168,43 @@ def test_a_worker_keeps_what_handlers_return(dsn: str, client: shardq.Client,
     assert asyncio.run(read()) == added
 
 
+def deep_failure() -> None:
+    """Fail a frame below the handler's."""
+    raise ValueError("deep down")
+
+
+@pytest.mark.blocking_client
+@pytest.mark.parametrize("kind", ["thread slots", "coroutine slots"])
+def test_a_failed_result_shows_the_handlers_frames_and_none_of_shardqs(
+        dsn: str, client: shardq.Client, kind: str) -> None:
+    frames = shardq.App(client=client)
+    if kind == "thread slots":  # an app of plain functions only: no event loop
+        @frames.task(queue="frames", keep_result_s=600, max_attempts=1)
+        def fails() -> None:
+            deep_failure()
+    else:
+        @frames.task(queue="frames", keep_result_s=600, max_attempts=1)
+        async def fails() -> None:
+            deep_failure()
+
+    task_id = fails.enqueue()
+    worker = Worker(frames, ClientConfig(dsn=dsn),
+                    WorkerConfig(janitors=0, listen=False, ack_flush_ms=20))
+    worker.start()
+    try:
+        found = client.result(task_id, wait_s=30)
+    finally:
+        worker.stop(grace_s=5)
+    assert found.status == "failed"
+    assert found.error is not None
+    lines = found.error.splitlines()
+    assert lines[0] == "Traceback (most recent call last):"
+    assert lines[-1] == "ValueError: deep down"
+    assert "in fails" in found.error
+    assert "in deep_failure" in found.error
+    assert os.path.dirname(shardq.__file__) not in found.error
+
+
 @pytest.mark.blocking_client
 def test_a_suspect_task_run_alone_keeps_its_result(dsn: str, client: shardq.Client) -> None:
     app.use_client(client)
@@ -257,6 +294,49 @@ def test_a_bad_argument_is_refused_before_anything_is_sent(client: shardq.Client
         client.result("nope")
     with pytest.raises(shardq.InvalidTask, match="wait_s must not be negative"):
         client.result(uuid.uuid4(), wait_s=-1)
+
+
+# -- which database an App's tasks go to -----------------------------------------------------
+
+
+@pytest.mark.blocking_client
+def test_an_app_bound_to_a_client_enqueues_where_the_client_reads(
+        dsn: str, client: shardq.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SHARDQ_DSN", raising=False)
+    bound = shardq.App(client=client)
+
+    @bound.task(queue="bound", keep_result_s=600)
+    def noted() -> None:
+        """Do nothing."""
+
+    async def enqueue_async() -> shardq.TaskResult:
+        try:  # the App's AsyncClient takes the bound client's settings
+            return await (await bound.async_client()).result(await noted.aenqueue())
+        finally:
+            await bound.aclose()
+
+    assert client.result(noted.enqueue()).status == "pending"
+    assert asyncio.run(enqueue_async()).status == "pending"
+    with pytest.raises(shardq.ConfigError, match="give no dsn or settings"):
+        shardq.App(dsn, client=client)
+
+
+@pytest.mark.blocking_client
+def test_an_app_naming_no_database_beside_a_client_that_names_one_is_refused(
+        client: shardq.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Else its tasks would go to the embedded database while the client reads another."""
+    monkeypatch.delenv("SHARDQ_DSN", raising=False)
+    unbound = shardq.App()
+
+    @unbound.task(queue="unbound")
+    def lost() -> None:
+        """Do nothing."""
+
+    with pytest.raises(shardq.ConfigError, match=r"names no database .* App\(client=\.\.\.\)"):
+        lost.enqueue()
+    with pytest.raises(shardq.ConfigError, match="names no database"):
+        asyncio.run(lost.aenqueue())
+    assert client.stats("unbound")["available"] == 0
 
 
 # -- waiting ---------------------------------------------------------------------------------

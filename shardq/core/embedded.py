@@ -25,6 +25,18 @@ log = logging.getLogger("shardq")
 DATABASE = "shardq"
 _announced: set[Path] = set()
 _lock = threading.Lock()
+_named: dict[str, None] = {}  # the databases clients of this process named, in order
+
+
+def note_named(dsn: str) -> None:
+    """Remember that a client of this process was opened on ``dsn`` (not the embedded
+    database): an App that names none must not quietly use another (see :func:`named`)."""
+    _named.setdefault(dsn, None)
+
+
+def named() -> str | None:
+    """The first database a client of this process named, or None."""
+    return next(iter(_named), None)
 
 
 def data_dir() -> Path:
@@ -74,8 +86,8 @@ def ensure_started() -> str:
                 conn.execute(sqlfiles.plain("database_create", database=DATABASE))
         if pgdata not in _announced:
             _announced.add(pgdata)
-            log.warning("no database named (SHARDQ_DSN); using the embedded PostgreSQL "
-                        "with its data in %s", pgdata)
+            log.info("no database named (SHARDQ_DSN); using the embedded PostgreSQL "
+                     "with its data in %s", pgdata)
         return str(server.get_uri(DATABASE))  # type: ignore[attr-defined]
 
 

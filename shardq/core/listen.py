@@ -67,6 +67,26 @@ class Subscribers(Generic[E]):
             yield from list(events)
 
 
+class Outage:
+    """Tells of a listener's lost connection once, not at every failed reconnection."""
+
+    def __init__(self) -> None:
+        self.told = False
+
+    def failed(self, exc: psycopg.Error) -> None:
+        """A connection failed, or could not be made."""
+        if not self.told:
+            self.told = True
+            log.warning("the results listener's connection failed (%s): waiting calls look "
+                        "again every second until it is back", exc)
+
+    def over(self) -> None:
+        """The listener is connected again."""
+        if self.told:
+            self.told = False
+            log.info("the results listener is connected again")
+
+
 class Listener:
     """The blocking client's listener on ``channel`` (see the module's docstring)."""
 
@@ -74,6 +94,7 @@ class Listener:
         self.dsn, self.channel = dsn, channel
         self.connect_timeout_s = connect_timeout_s
         self._subscribers: Subscribers[threading.Event] = Subscribers()
+        self._outage = Outage()
         self._lock = threading.Lock()
         self._tried = threading.Event()  # the first connection was made, or failed
         self._stop = threading.Event()
@@ -124,14 +145,14 @@ class Listener:
                                      **connect_kwargs(self.connect_timeout_s)) as conn:
                     conn.execute(sqlfiles.plain("listen", channel=self.channel))
                     self._tried.set()
+                    self._outage.over()
                     self._wake_all()  # what came before was not heard: look again
                     self._serve(conn)
             except psycopg.Error as exc:
                 self._tried.set()
                 self._wake_all()
                 if not self._stop.is_set():
-                    log.warning("the results listener's connection failed (%s): waiting "
-                                "calls look again every second until it is back", exc)
+                    self._outage.failed(exc)
                     self._stop.wait(RECONNECT_S)
 
     def _serve(self, conn: psycopg.Connection[Any]) -> None:
@@ -154,6 +175,7 @@ class AsyncListener:
         self.dsn, self.channel = dsn, channel
         self.connect_timeout_s = connect_timeout_s
         self._subscribers: Subscribers[asyncio.Event] = Subscribers()
+        self._outage = Outage()
         self._tried = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
@@ -196,14 +218,14 @@ class AsyncListener:
                 async with conn:
                     await conn.execute(sqlfiles.plain("listen", channel=self.channel))
                     self._tried.set()
+                    self._outage.over()
                     self._wake_all()
                     async for note in conn.notifies():
                         self._subscribers.heard(note.payload)
             except psycopg.Error as exc:
                 self._tried.set()
                 self._wake_all()
-                log.warning("the results listener's connection failed (%s): waiting "
-                            "calls look again every second until it is back", exc)
+                self._outage.failed(exc)
                 await asyncio.sleep(RECONNECT_S)
 
 
