@@ -127,9 +127,14 @@ class Listener:
         with self._lock:
             self._stop.set()
             thread = self._thread
-        self._wake_w.send(b"x")
-        if thread is not None:
-            thread.join(self.connect_timeout_s)
+        if thread is None:
+            self._close_wake()
+            return
+        with contextlib.suppress(OSError):  # the thread may have ended and closed it
+            self._wake_w.send(b"x")
+        thread.join(self.connect_timeout_s)
+
+    def _close_wake(self) -> None:
         self._wake_r.close()
         self._wake_w.close()
 
@@ -139,6 +144,12 @@ class Listener:
                 event.set()
 
     def _run(self) -> None:
+        try:
+            self._listen()
+        finally:  # the thread's: close() may have stopped waiting for it
+            self._close_wake()
+
+    def _listen(self) -> None:
         while not self._stop.is_set():
             try:
                 with psycopg.connect(self.dsn, autocommit=True,
