@@ -30,8 +30,9 @@ from pydantic import BaseModel, Field
 import shardq
 
 # The tasks, and the settings of the clients that enqueue them.  With no DSN given, the
-# App reads SHARDQ_DSN when it first connects.  A request that waits for a result holds
-# one pooled connection meanwhile, so the pool leaves room for several such requests.
+# App reads SHARDQ_DSN when it first connects.  Requests that wait for a result hold no
+# pooled connection (they share the client's one listening connection), so waiting
+# requests never make an enqueue wait for the pool.
 tasks = shardq.App(pool_max_size=20)
 
 
@@ -81,7 +82,9 @@ async def get_job(job_id: UUID,
                   wait_s: Annotated[float, Query(ge=0.0, le=30.0)] = 0.0) -> dict[str, Any]:
     """How the job stands: pending, running, succeeded (with ``value``, what resize
     returned) or failed (with ``error``).  With ``wait_s``, wait up to that long for it
-    to finish first (the worker's ack wakes the wait at once)."""
+    to finish first (the worker's ack wakes the wait at once).  ``job_id`` is typed
+    UUID, so FastAPI answers 422 for an id that is not one before shardq is asked
+    (``result()`` of such a string raises ``shardq.InvalidTask``)."""
     client = await tasks.async_client()
     result = await client.result(job_id, wait_s=wait_s)
     if result.status == "unknown":  # never enqueued, or its result has expired

@@ -74,6 +74,8 @@ class AsyncClient(Operations, AsyncRunner):
 async def _connect(config: ClientConfig) -> AsyncDatabase:
     """The database the settings name, or the embedded one (started, and migrated on
     first use, in a thread: starting a server blocks)."""
+    if config.dsn:
+        embedded.note_named(config.dsn)
     dsn = config.dsn if config.dsn else await asyncio.to_thread(embedded.ensure_started)
     db = AsyncDatabase.for_config(dsn, config)
     try:

@@ -365,8 +365,9 @@ class Operations:
         what it is then.  On PostgreSQL the ack wakes the call at once (LISTEN/NOTIFY),
         and a task that dies is seen within a second; on CockroachDB (or with
         ``notify`` off) the call looks again after pauses of 10 ms doubling up to 1 s.
-        A waiting call holds one of the client's pooled connections until it returns:
-        give ``pool_max_size`` room for the calls that wait at the same time.
+        A waiting call holds no pooled connection while it waits (each look is a short
+        statement): every waiting call shares the client's one listening connection.
+        A ``task_id`` that is not a uuid raises :class:`shardq.InvalidTask`.
         """
         return results.result(self.statements, task_id, wait_s)
 

@@ -12,12 +12,13 @@ from datetime import datetime
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from shardq.aclient import AsyncClient
-from shardq.api import Operations
+from shardq.api import Operations, resolve
 from shardq.client import Client
-from shardq.core import validate
+from shardq.core import embedded, validate
 from shardq.core.config import ClientConfig, check_setting
 from shardq.core.errors import ConfigError, InvalidTask
 from shardq.core.plan import Plan
+from shardq.core.redaction import redact
 from shardq.core.task import Task, TaskId
 from shardq.core.validate import Arguments
 from shardq.ops.cadence import Cadence, missed_policy
@@ -177,12 +178,22 @@ class App:
     """A set of task functions and queue handlers, with a lazily opened :class:`Client`.
 
     ``App(dsn=None, **settings)`` takes the same settings as :class:`Client`; no
-    connection is made until the first enqueue or until a worker starts.
+    connection is made until the first enqueue or until a worker starts.  ``App(client=c)``
+    binds it to a Client you made: its tasks are enqueued through ``c``, and its
+    AsyncClient takes ``c``'s settings.  An App with neither reads ``SHARDQ_DSN`` when it
+    first connects, and with nothing named uses the embedded PostgreSQL, unless a client
+    of this process was opened on a named database: then it raises
+    :class:`shardq.ConfigError` rather than send its tasks to another database than the
+    one that client reads.
     """
 
-    def __init__(self, dsn: str | None = None, **settings: Any) -> None:
+    def __init__(self, dsn: str | None = None, *, client: Client | None = None,
+                 **settings: Any) -> None:
+        if client is not None and (dsn is not None or settings):
+            raise ConfigError("App(client=...) takes the client's settings: give no dsn "
+                              "or settings beside it")
         self._client_args = (dsn, settings)
-        self._client: Client | None = None
+        self._client: Client | None = client
         self._async: tuple[asyncio.AbstractEventLoop, AsyncClient] | None = None
         self._lock = threading.Lock()
         self.tasks: dict[str, Handler] = {}
@@ -194,8 +205,7 @@ class App:
         """The app's Client, opened on first use."""
         with self._lock:
             if self._client is None:
-                dsn, settings = self._client_args
-                self._client = Client(dsn, **settings)
+                self._client = Client(config=self._settings())
             return self._client
 
     async def async_client(self) -> AsyncClient:
@@ -204,10 +214,24 @@ class App:
         loop = asyncio.get_running_loop()
         held = self._async
         if held is None or held[0] is not loop:
-            dsn, settings = self._client_args
-            client = await AsyncClient(dsn, **settings).open()
+            bound = self._client
+            config = bound.config if bound is not None else self._settings()
+            client = await AsyncClient(config=config).open()
             self._async, held = (loop, client), (loop, client)
         return held[1]
+
+    def _settings(self) -> ClientConfig:
+        """The settings of the app's own client, ``SHARDQ_*`` read now; refused when they
+        name no database while a client of this process named one (see the class)."""
+        dsn, settings = self._client_args
+        config = resolve(dsn, None, settings)
+        other = None if config.dsn else embedded.named()
+        if other is not None:
+            raise ConfigError(
+                f"this App names no database (no dsn, no SHARDQ_DSN) but a client of this "
+                f"process uses {redact(other)}: bind it with App(client=...) or "
+                f"App(dsn=...), or its tasks would go to the embedded database")
+        return config
 
     async def aclose(self) -> None:
         """Close the app's AsyncClient, if one is open (the next use opens another)."""

@@ -75,6 +75,7 @@ def _connect(config: ClientConfig) -> Database:
     """The database the settings name, or the embedded one (started, and migrated on
     first use)."""
     if config.dsn:
+        embedded.note_named(config.dsn)
         return Database.for_config(config.dsn, config)
     dsn = embedded.ensure_started()
     try:

@@ -309,6 +309,13 @@ def test_markers_must_be_well_formed() -> None:
 LINK = re.compile(r"\]\((?P<target>[^)#\s]+)(?:#[^)]*)?\)")
 
 
+def test_the_async_page_shows_the_fastapi_example_as_it_is() -> None:
+    """docs/how-to/async.md has examples/fastapi_app.py inline, so that it reads on GitHub
+    too: the copy must be the file, which tests/test_fastapi_example.py runs."""
+    [shown] = [b for b in PAGES["how-to/async.md"] if "examples/fastapi_app.py" in b.arg]
+    assert shown.text == (ROOT / "examples" / "fastapi_app.py").read_text(encoding="utf-8")
+
+
 def test_readme_links_resolve() -> None:
     """The README's relative links (into docs/, from the repository's root) name files
     that exist."""

@@ -77,6 +77,7 @@ def test_the_endpoints_refuse_what_they_cannot_serve(url: str) -> None:
         return {
             "unknown": await http.get(f"/jobs/{uuid4()}"),
             "not an id": await http.get("/jobs/42"),
+            "not a uuid": await http.get("/jobs/not-a-uuid"),
             "wait too long": await http.get(f"/jobs/{uuid4()}", params={"wait_s": 31}),
             "bad width": await http.post("/jobs", json={"image_id": 1, "width": 5}),
             "no image": await http.post("/jobs", json={"width": 320}),
@@ -85,5 +86,6 @@ def test_the_endpoints_refuse_what_they_cannot_serve(url: str) -> None:
     answers = served(talk)
     assert answers["unknown"].status_code == 404
     assert {name: r.status_code for name, r in answers.items() if name != "unknown"} == {
-        "not an id": 422, "wait too long": 422, "bad width": 422, "no image": 422}
+        "not an id": 422, "not a uuid": 422, "wait too long": 422, "bad width": 422,
+        "no image": 422}
     assert query(url, "SELECT count(*) FROM shardq.tasks") == [(0,)]  # nothing enqueued

@@ -23,6 +23,7 @@ from shardq.ops import settle
 from shardq.ops.results import CHANNEL, Kept, encode
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
+from tests.clients import open_client
 from tests.helpers import claim_all
 
 pytestmark = pytest.mark.both_clients
@@ -167,6 +168,43 @@ def test_a_worker_keeps_what_handlers_return(dsn: str, client: shardq.Client,
     assert asyncio.run(read()) == added
 
 
+def deep_failure() -> None:
+    """Fail a frame below the handler's."""
+    raise ValueError("deep down")
+
+
+@pytest.mark.blocking_client
+@pytest.mark.parametrize("kind", ["thread slots", "coroutine slots"])
+def test_a_failed_result_shows_the_handlers_frames_and_none_of_shardqs(
+        dsn: str, client: shardq.Client, kind: str) -> None:
+    frames = shardq.App(client=client)
+    if kind == "thread slots":  # an app of plain functions only: no event loop
+        @frames.task(queue="frames", keep_result_s=600, max_attempts=1)
+        def fails() -> None:
+            deep_failure()
+    else:
+        @frames.task(queue="frames", keep_result_s=600, max_attempts=1)
+        async def fails() -> None:
+            deep_failure()
+
+    task_id = fails.enqueue()
+    worker = Worker(frames, ClientConfig(dsn=dsn),
+                    WorkerConfig(janitors=0, listen=False, ack_flush_ms=20))
+    worker.start()
+    try:
+        found = client.result(task_id, wait_s=30)
+    finally:
+        worker.stop(grace_s=5)
+    assert found.status == "failed"
+    assert found.error is not None
+    lines = found.error.splitlines()
+    assert lines[0] == "Traceback (most recent call last):"
+    assert lines[-1] == "ValueError: deep down"
+    assert "in fails" in found.error
+    assert "in deep_failure" in found.error
+    assert os.path.dirname(shardq.__file__) not in found.error
+
+
 @pytest.mark.blocking_client
 def test_a_suspect_task_run_alone_keeps_its_result(dsn: str, client: shardq.Client) -> None:
     app.use_client(client)
@@ -258,6 +296,49 @@ def test_a_bad_argument_is_refused_before_anything_is_sent(client: shardq.Client
         client.result(uuid.uuid4(), wait_s=-1)
 
 
+# -- which database an App's tasks go to -----------------------------------------------------
+
+
+@pytest.mark.blocking_client
+def test_an_app_bound_to_a_client_enqueues_where_the_client_reads(
+        dsn: str, client: shardq.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SHARDQ_DSN", raising=False)
+    bound = shardq.App(client=client)
+
+    @bound.task(queue="bound", keep_result_s=600)
+    def noted() -> None:
+        """Do nothing."""
+
+    async def enqueue_async() -> shardq.TaskResult:
+        try:  # the App's AsyncClient takes the bound client's settings
+            return await (await bound.async_client()).result(await noted.aenqueue())
+        finally:
+            await bound.aclose()
+
+    assert client.result(noted.enqueue()).status == "pending"
+    assert asyncio.run(enqueue_async()).status == "pending"
+    with pytest.raises(shardq.ConfigError, match="give no dsn or settings"):
+        shardq.App(dsn, client=client)
+
+
+@pytest.mark.blocking_client
+def test_an_app_naming_no_database_beside_a_client_that_names_one_is_refused(
+        client: shardq.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Else its tasks would go to the embedded database while the client reads another."""
+    monkeypatch.delenv("SHARDQ_DSN", raising=False)
+    unbound = shardq.App()
+
+    @unbound.task(queue="unbound")
+    def lost() -> None:
+        """Do nothing."""
+
+    with pytest.raises(shardq.ConfigError, match=r"names no database .* App\(client=\.\.\.\)"):
+        lost.enqueue()
+    with pytest.raises(shardq.ConfigError, match="names no database"):
+        asyncio.run(lost.aenqueue())
+    assert client.stats("unbound")["available"] == 0
+
+
 # -- waiting ---------------------------------------------------------------------------------
 
 
@@ -316,6 +397,37 @@ def test_a_wait_gives_its_pooled_connection_back_without_listening(dsn: str,
         assert single.result(task_id, wait_s=0.1).status == "running"
         with single.db.pool.connection() as conn:
             assert conn.execute("SELECT pg_listening_channels()").fetchall() == []
+
+
+@pytest.mark.parametrize("notify", [True, False], ids=["listening", "polling"])
+def test_calls_waiting_for_results_leave_the_pool_to_enqueues(
+        client: shardq.Client, client_kind: str, dsn: str, notify: bool) -> None:
+    """More calls wait than the pool has connections: an enqueue still goes through while
+    they all wait, and each call gets its task's result when the task ends."""
+    waiters, found = 6, {}
+    with open_client(client_kind, dsn, pool_max_size=2, notify=notify) as small:
+        tasks = dict(one(small, "waits") for _ in range(waiters))
+        asked = small.db.pool.get_stats().get("requests_num", 0)
+
+        def wait(task_id: uuid.UUID) -> None:
+            found[task_id] = small.result(task_id, wait_s=20)
+
+        threads = [threading.Thread(target=wait, args=(tid,)) for tid in tasks]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 10
+        # Each call has asked the pool for its first look.
+        while small.db.pool.get_stats().get("requests_num", 0) < asked + waiters:
+            assert time.monotonic() < deadline, "the calls did not all look"
+            time.sleep(0.01)
+        small.enqueue("elsewhere", {})
+        assert all(thread.is_alive() for thread in threads)  # it did not wait for them
+        for task_id, task in tasks.items():
+            ack_keeping(small, task, str(task_id))
+        for thread in threads:
+            thread.join(20)
+    assert {tid: (r.status, r.value) for tid, r in found.items()} == {
+        tid: ("succeeded", str(tid)) for tid in tasks}
 
 
 @pytest.mark.blocking_client

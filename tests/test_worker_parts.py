@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
@@ -19,6 +21,7 @@ from shardq.worker.claimer import FIRST_COOLDOWN_S, Schedule, claim_size
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
 from shardq.worker.metrics import Metrics
+from tests.chaos.proxy import Proxy
 from tests.conftest import Databases
 from tests.helpers import query, wait_for, worker_for
 
@@ -182,6 +185,36 @@ def test_tasks_waiting_too_long_for_a_slot_are_given_back(
     finally:
         gate.set()
         worker.stop(grace_s=10)
+
+
+def test_a_stop_gives_up_on_a_database_that_does_not_answer(
+        one_bucket: tuple[str, shardq.Client], caplog: pytest.LogCaptureFixture) -> None:
+    """Behind a proxy that stops forwarding, a worker's stop does not wait out its grace:
+    the handlers finish, giving back the prefetched tasks fails fast, and one line counts
+    what stays locked for the leases and the janitor."""
+    dsn, client = one_bucket
+    address = urlsplit(dsn)
+    with Proxy((address.hostname or "127.0.0.1", address.port or 5432)) as proxy:
+        gate = threading.Event()
+        app, quick, wait_for_gate = gated_app(dsn, gate)
+        worker = Worker(app, ClientConfig(dsn=proxy.url(address.path.lstrip("/")),
+                                          connect_timeout_s=1),
+                        WorkerConfig(janitors=0, listen=False, concurrency=2, batch=20,
+                                     claimers=1, prefetch_max_s=60))
+        prefetching(client, worker, quick, wait_for_gate)
+        proxy.blackhole(True)
+        started = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="shardq.worker"):
+            stopper = threading.Thread(target=worker.stop, kwargs={"grace_s": 30})
+            stopper.start()
+            # The running handlers end once the stop took the prefetched tasks back.
+            wait_for(worker.buffer.empty, timeout=10, interval=0.01, what="the buffer taken")
+            gate.set()
+            stopper.join(30)
+        assert time.monotonic() - started < 15
+    assert client.stats("gated")["locked"] >= 18  # left for their leases to expire
+    [line] = [r.getMessage() for r in caplog.records if "could not be given back" in r.message]
+    assert re.match(r"\d+ task\(s\) could not be given back", line)
 
 
 def test_claim_sizes_come_from_a_fixed_ladder() -> None:

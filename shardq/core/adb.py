@@ -9,7 +9,6 @@ event loop serves its other tasks while a statement is in flight.
 from __future__ import annotations
 
 import asyncio
-from contextlib import aclosing
 from typing import Any, TypeVar
 
 import psycopg
@@ -34,16 +33,19 @@ from shardq.core.boundary import (
 )
 from shardq.core.config import ClientConfig
 from shardq.core.errors import is_connection_loss
+from shardq.core.listen import AsyncListener, Listeners
 from shardq.core.plan import (
     CopyIn,
     Done,
     Execute,
     Fetch,
+    Listen,
     Plan,
     Request,
     Steps,
     Wait,
     advance,
+    alone,
     own_block,
 )
 
@@ -85,29 +87,12 @@ async def _perform(request: Request, conn: AConn, own: bool) -> Any:
             await copy.write(request.data)
         request.meanwhile()
         return None
-    if isinstance(request, Wait):
-        return await _wait(conn, request)
+    if isinstance(request, Listen | Wait):
+        raise TypeError("a plan that waits runs detached: make it with wait_s")
     if not own_block(conn, own=own):
         return await drive(request.steps(), conn, own=own)
     async with conn.transaction():
         return await drive(request.steps(), conn, own=own)
-
-
-async def _wait(conn: AConn, request: Wait) -> bool:
-    if request.channel is None:
-        await asyncio.sleep(request.timeout_s)
-        return False
-    try:
-        async with aclosing(conn.notifies(timeout=request.timeout_s)) as heard:
-            async for note in heard:
-                if request.hears(note.channel, note.payload):
-                    return True
-        return False
-    except asyncio.CancelledError:
-        # The session still LISTENs (its plan cannot UNLISTEN once cancelled): back in
-        # the pool it would gather every notification for as long as it lived.
-        await conn.close()
-        raise
 
 
 class AsyncDatabase:
@@ -126,6 +111,7 @@ class AsyncDatabase:
         self._turns = asyncio.Semaphore(max_size)
         self._layout: Layout | None = None
         self.pool: AsyncConnectionPool[AConn] | None = None
+        self.listeners = Listeners(AsyncListener, self.dsn, connect_timeout_s)
 
     @classmethod
     def for_config(cls, dsn: str, config: ClientConfig) -> AsyncDatabase:
@@ -164,7 +150,10 @@ class AsyncDatabase:
 
     async def perform(self, plan: Plan[T]) -> T:
         """Run ``plan`` on a pooled connection with retries, or once on its own ``conn``
-        (see :meth:`shardq.core.db.Database.run` for what is retried)."""
+        (see :meth:`shardq.core.db.Database.run` for what is retried); a plan that waits,
+        detached (see :class:`~shardq.core.plan.Plan`)."""
+        if plan.wait_s:
+            return await self._detached(plan)
         try:
             if plan.conn is not None:
                 return await drive(plan.steps(), plan.conn, own=False)
@@ -183,6 +172,47 @@ class AsyncDatabase:
                 raise
             raise mapped from exc
         raise AssertionError("unreachable: tenacity reraises the last error")
+
+    async def _detached(self, plan: Plan[T]) -> T:
+        steps = plan.steps()
+        kept: list[tuple[AsyncListener, str, asyncio.Event]] = []
+        try:
+            outcome = advance(steps)
+            while not isinstance(outcome, Done):
+                try:
+                    result, error = await self._step(outcome, kept, plan.idempotent), None
+                except Exception as exc:  # the operation's to catch, at its yield
+                    result, error = None, exc
+                outcome = advance(steps, result, error)
+            return outcome.value
+        finally:
+            steps.close()
+            for listener, payload, event in kept:
+                listener.unsubscribe(payload, event)
+
+    async def _step(self, request: Request,
+                    kept: list[tuple[AsyncListener, str, asyncio.Event]],
+                    idempotent: bool) -> Any:
+        """One request of a detached plan (see :meth:`shardq.core.db.Database._step`)."""
+        if isinstance(request, Listen):
+            listener = self.listeners.on(request.channel)
+            kept.append((listener, request.payload, await listener.subscribe(request.payload)))
+            return None
+        if isinstance(request, Wait):
+            event = next((e for listener, payload, e in kept
+                          if (listener.channel, payload) == (request.channel, request.payload)),
+                         None)
+            if event is None:
+                await asyncio.sleep(request.timeout_s)
+                return False
+            try:
+                async with asyncio.timeout(request.timeout_s):
+                    await event.wait()
+            except TimeoutError:
+                return False
+            event.clear()  # before the plan looks again: what comes after is kept
+            return True
+        return await self.perform(alone(request, idempotent=idempotent))
 
     async def _connection(self, pool: AsyncConnectionPool[AConn]) -> AConn:
         """A pooled connection, once one of ``max_size`` turns is free.
@@ -212,7 +242,7 @@ class AsyncDatabase:
         except (psycopg.OperationalError, TimeoutError) as exc:  # PoolTimeout included
             raise NotSent("no connection") from exc
         try:
-            async with asyncio.timeout(self.statement_timeout_s + plan.wait_s):
+            async with asyncio.timeout(self.statement_timeout_s):
                 return await drive(plan.steps(), conn, own=True)
         except TimeoutError as exc:
             await conn.close()  # mid-statement: never hand it out again
@@ -228,6 +258,8 @@ class AsyncDatabase:
             self._turns.release()
 
     async def close(self) -> None:
-        """Close every pooled connection."""
+        """Close every pooled connection, and the listening one."""
+        for listener in self.listeners.made.values():
+            await listener.close()
         if self.pool is not None:
             await self.pool.close(timeout=self.connect_timeout_s)

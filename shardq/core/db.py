@@ -3,9 +3,10 @@ deadline, with the retries and errors of :mod:`shardq.core.boundary`."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
-from contextlib import closing, nullcontext
+from contextlib import nullcontext
 from typing import Any, TypeVar
 
 import psycopg
@@ -34,16 +35,19 @@ from shardq.core.config import ClientConfig
 from shardq.core.copyio import EndThenWork
 from shardq.core.deadline import Guard, Watchdog
 from shardq.core.errors import is_connection_loss
+from shardq.core.listen import Listener, Listeners
 from shardq.core.plan import (
     CopyIn,
     Done,
     Execute,
     Fetch,
+    Listen,
     Plan,
     Request,
     Steps,
     Wait,
     advance,
+    alone,
     own_block,
 )
 
@@ -85,20 +89,10 @@ def _perform(request: Request, conn: Conn, own: bool) -> Any:
         with cursor.copy(request.query, writer=EndThenWork(cursor, request.meanwhile)) as copy:
             copy.write(request.data)
         return None
-    if isinstance(request, Wait):
-        return _wait(conn, request)
+    if isinstance(request, Listen | Wait):
+        raise TypeError("a plan that waits runs detached: make it with wait_s")
     with conn.transaction() if own_block(conn, own=own) else nullcontext():
         return drive(request.steps(), conn, own=own)
-
-
-def _wait(conn: Conn, request: Wait) -> bool:
-    if request.channel is None:
-        time.sleep(request.timeout_s)
-        return False
-    # Closed at once when the notification comes: until then it holds the
-    # connection's lock, which the plan's next statement needs.
-    with closing(conn.notifies(timeout=request.timeout_s)) as heard:
-        return any(request.hears(n.channel, n.payload) for n in heard)
 
 
 def in_utc(conn: Conn) -> None:
@@ -125,6 +119,9 @@ class Database:
         self.connect_timeout_s, self.statement_timeout_s = connect_timeout_s, statement_timeout_s
         self._watchdog = Watchdog()
         self._cutoff: float | None = None
+        self._bound_s: float | None = None  # set by fail_fast()
+        self._unreachable = False  # a unit of work under fail_fast() did not reach the server
+        self.listeners = Listeners(Listener, self.dsn, connect_timeout_s)
         # Connect once directly: a wrong address, password or database name then fails
         # at once with the server's own words, not after a pool's wait.
         self.layout = self._first_contact(connect_kwargs(connect_timeout_s))
@@ -171,8 +168,17 @@ class Database:
         self._cutoff = time.monotonic() + seconds
         self._watchdog.cap(self._cutoff)
 
+    def fail_fast(self, bound_s: float) -> None:
+        """For a shutdown: every unit of work from now on, work under way included, ends
+        within ``bound_s`` (its wait for a connection too); once one could not reach the
+        server, the rest are not tried but fail at once with :class:`Unavailable`, and
+        nothing is retried.  A shutdown then gives up on a database that does not answer
+        in a bounded time, rather than spending its whole grace on it."""
+        self._bound_s = bound_s
+        self._watchdog.cap(time.monotonic() + bound_s)
+
     def run(self, work: Callable[[Conn], T], conn: Conn | None = None, *,
-            idempotent: bool = True, wait_s: float = 0.0) -> T:
+            idempotent: bool = True) -> T:
         """Run ``work`` on a pooled connection under a deadline, retried when that is safe.
 
         Serialization failures and failures to get a connection (nothing was sent)
@@ -180,21 +186,20 @@ class Database:
         it is retried only when ``idempotent`` (running it again cannot apply it
         twice); otherwise it raises :class:`ConnectionLost`.  With ``conn`` (the
         caller's own connection and transaction) the work runs there once: a retry
-        would have to replay the caller's transaction.  ``wait_s`` extends the deadline
-        by the time ``work`` may spend waiting for notifications.
+        would have to replay the caller's transaction.
         """
         try:
             if conn is not None:
                 return work(conn)
             try:
-                return self._attempt(work, wait_s)
+                return self._attempt(work)
             except Exception as exc:
                 if not retryable(exc, idempotent) or self._past_cutoff():
                     raise
             time.sleep(first_retry_wait_s())
             for attempt in Retrying(**retry_policy(idempotent, self._past_cutoff)):
                 with attempt:
-                    return self._attempt(work, wait_s)
+                    return self._attempt(work)
         except Exception as exc:
             mapped = translate(exc, self.dsn)
             if mapped is exc:
@@ -204,33 +209,83 @@ class Database:
 
     def perform(self, plan: Plan[T]) -> T:
         """Run ``plan``: on a pooled connection with :meth:`run`'s deadline and retries, or
-        once on the caller's own connection."""
+        once on the caller's own connection; a plan that waits, detached (see
+        :class:`~shardq.core.plan.Plan`)."""
+        if plan.wait_s:
+            return self._detached(plan)
         own = plan.conn is None
         return self.run(lambda conn: drive(plan.steps(), conn, own=own), plan.conn,
-                        idempotent=plan.idempotent, wait_s=plan.wait_s)
+                        idempotent=plan.idempotent)
+
+    def _detached(self, plan: Plan[T]) -> T:
+        steps = plan.steps()
+        kept: list[tuple[Listener, str, threading.Event]] = []
+        try:
+            outcome = advance(steps)
+            while not isinstance(outcome, Done):
+                try:
+                    result, error = self._step(outcome, kept, plan.idempotent), None
+                except Exception as exc:  # the operation's to catch, at its yield
+                    result, error = None, exc
+                outcome = advance(steps, result, error)
+            return outcome.value
+        finally:
+            steps.close()
+            for listener, payload, event in kept:
+                listener.unsubscribe(payload, event)
+
+    def _step(self, request: Request, kept: list[tuple[Listener, str, threading.Event]],
+              idempotent: bool) -> Any:
+        """One request of a detached plan: a statement on a connection of its own, or a
+        subscription or a wait on the client's listener, on no connection."""
+        if isinstance(request, Listen):
+            listener = self.listeners.on(request.channel)
+            kept.append((listener, request.payload, listener.subscribe(request.payload)))
+            return None
+        if isinstance(request, Wait):
+            event = next((e for listener, payload, e in kept
+                          if (listener.channel, payload) == (request.channel, request.payload)),
+                         None)
+            if event is None:
+                time.sleep(request.timeout_s)
+                return False
+            heard = event.wait(request.timeout_s)
+            event.clear()  # before the plan looks again: what comes after is kept
+            return heard
+        return self.perform(alone(request, idempotent=idempotent))
 
     def _past_cutoff(self) -> bool:
-        return self._cutoff is not None and time.monotonic() >= self._cutoff
+        return self._unreachable or (self._cutoff is not None
+                                     and time.monotonic() >= self._cutoff)
 
-    def _timeouts(self, wait_s: float) -> tuple[float, float]:
+    def _timeouts(self) -> tuple[float, float]:
         """How long to wait for a connection, and the deadline of the work itself."""
-        wait, deadline = self.pool.timeout, self.statement_timeout_s + wait_s
+        wait, deadline = self.pool.timeout, self.statement_timeout_s
+        if self._bound_s is not None:
+            wait, deadline = min(wait, self._bound_s), min(deadline, self._bound_s)
         if self._cutoff is not None:
             left = max(0.01, self._cutoff - time.monotonic())
             wait, deadline = min(wait, left), min(deadline, left)
         return wait, deadline
 
-    def _attempt(self, work: Callable[[Conn], T], wait_s: float) -> T:
-        wait, deadline = self._timeouts(wait_s)
+    def _attempt(self, work: Callable[[Conn], T]) -> T:
+        if self._unreachable:
+            raise NotSent("the database did not answer within the shutdown's bound")
+        wait, deadline = self._timeouts()
         try:
             conn = self.pool.getconn(timeout=wait)
         except psycopg.OperationalError as exc:  # PoolTimeout included
+            if self._bound_s is not None:
+                self._unreachable = True
             raise NotSent("no connection") from exc
         guard: Guard | None = None
         try:
             with self._watchdog.guard(conn, deadline) as guard:
                 return work(conn)
         except psycopg.OperationalError as exc:
+            if self._bound_s is not None and (is_connection_loss(exc)
+                                              or (guard is not None and guard.cut)):
+                self._unreachable = True
             if guard is not None and guard.cut:
                 raise overran(deadline) from exc
             if is_connection_loss(exc):
@@ -248,5 +303,7 @@ class Database:
         wait = self.connect_timeout_s
         if self._cutoff is not None:
             wait = min(wait, max(0.1, self._cutoff - time.monotonic()))
+        for listener in self.listeners.made.values():
+            listener.close()
         self.pool.close(timeout=wait)
 

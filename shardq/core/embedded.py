@@ -25,6 +25,18 @@ log = logging.getLogger("shardq")
 DATABASE = "shardq"
 _announced: set[Path] = set()
 _lock = threading.Lock()
+_named: dict[str, None] = {}  # the databases clients of this process named, in order
+
+
+def note_named(dsn: str) -> None:
+    """Remember that a client of this process was opened on ``dsn`` (not the embedded
+    database): an App that names none must not quietly use another (see :func:`named`)."""
+    _named.setdefault(dsn, None)
+
+
+def named() -> str | None:
+    """The first database a client of this process named, or None."""
+    return next(iter(_named), None)
 
 
 def data_dir() -> Path:

@@ -79,24 +79,33 @@ class Atomic(Generic[T]):
 
 
 @dataclass(frozen=True, slots=True)
+class Listen:
+    """Keep, for this plan's :class:`Wait` requests, the notifications on ``channel``
+    whose payload is ``payload``, from now until the plan ends; the result is None.
+
+    The runner subscribes on its client's listener (:mod:`shardq.core.listen`): one
+    connection that LISTENs for every call of the client, so no pooled connection
+    ever listens."""
+
+    channel: str
+    payload: str
+
+
+@dataclass(frozen=True, slots=True)
 class Wait:
     """Wait up to ``timeout_s`` for a notification on ``channel`` whose payload is
-    ``payload``; the result is whether one came.  The session must LISTEN to the channel
-    (an earlier request); other notifications are passed over.  With ``channel`` None
-    (an engine without LISTEN), just wait.  An asyncio runner awaits, so its event loop
-    serves others meanwhile.  The wait counts toward the plan's deadline: a plan that
-    waits says how long at most (:attr:`Plan.wait_s`)."""
+    ``payload``, kept since an earlier :class:`Listen` of the plan or the last Wait; the
+    result is whether one came.  With ``channel`` None (an engine without LISTEN, or
+    ``notify`` off), or when the client cannot listen, just wait.  A plan that waits
+    holds no connection meanwhile (see :attr:`Plan.wait_s`); an asyncio runner awaits,
+    so its event loop serves others."""
 
     timeout_s: float
     channel: str | None = None
     payload: str | None = None
 
-    def hears(self, channel: str, payload: str) -> bool:
-        """Whether a notification on ``channel`` with ``payload`` is the one awaited."""
-        return channel == self.channel and payload == self.payload
 
-
-Request: TypeAlias = Fetch | Execute | CopyIn | Wait | Atomic[Any]
+Request: TypeAlias = Fetch | Execute | CopyIn | Listen | Wait | Atomic[Any]
 Steps: TypeAlias = Generator[Request, Any, T]
 """An operation's generator: it yields requests, is sent their results, returns T."""
 
@@ -110,9 +119,12 @@ class Plan(Generic[T]):
     inside the caller's transaction.  Otherwise it runs on a pooled connection and is
     retried after a serialization failure, or after a lost connection when
     ``idempotent`` (running it again cannot apply it twice).  ``wait_s`` is how long
-    its :class:`Wait` requests may take in all, which the runner adds to the plan's
-    deadline.  ``around`` is a context the client runs the plan in, retries and all: an
-    enqueue's span when a tracer is installed (:mod:`shardq.core.tracing`).
+    its :class:`Wait` requests may take in all: a plan that waits (``wait_s`` above 0)
+    runs *detached*, each statement on a pooled connection taken for it alone (and
+    retried alone, under the same rule), its waits on no connection at all, so that
+    calls waiting at the same time never starve the others of the pool.  ``around`` is
+    a context the client runs the plan in, retries and all: an enqueue's span when a
+    tracer is installed (:mod:`shardq.core.tracing`).
     """
 
     steps: Callable[[], Steps[T]]
@@ -153,6 +165,14 @@ def single(request: Fetch, conn: Any = None) -> Plan[list[Any]]:
         return rows
 
     return Plan(steps, conn)
+
+
+def alone(request: Request, *, idempotent: bool) -> Plan[Any]:
+    """A plan of one request whose value is its result: a step of a detached plan."""
+    def steps() -> Steps[Any]:
+        return (yield request)
+
+    return Plan(steps, idempotent=idempotent)
 
 
 def done(value: T) -> Plan[T]:

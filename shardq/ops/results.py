@@ -9,10 +9,12 @@ The janitor deletes results past their expiry.
 
 :func:`result` tells what became of a task, and can wait for it to finish.  On
 PostgreSQL the ack announces each result on channel :data:`CHANNEL`: a waiting call
-LISTENs there, on the pooled connection it runs on, for at most ``wait_s``, and
-returns as soon as its task's result is announced.  It also looks again every
-:data:`RECHECK_S` (a task that dies is not announced).  On CockroachDB, which has no
-LISTEN, it looks again after a short pause that doubles up to :data:`RECHECK_S`.
+subscribes to its task's announcement on the client's listener (one connection that
+LISTENs for every waiting call of the client, :mod:`shardq.core.listen`) and returns
+as soon as it is heard.  It also looks again every :data:`RECHECK_S` (a task that dies
+is not announced).  On CockroachDB, which has no LISTEN, it looks again after a short
+pause that doubles up to :data:`RECHECK_S`.  Either way each look is one short
+statement on a pooled connection, given back before the call waits again.
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from shardq.core import sqlfiles, validate
+from shardq.core import validate
 from shardq.core.config import DAY_S, check_setting, setting
 from shardq.core.errors import InvalidTask
-from shardq.core.plan import Execute, Plan, Steps, Wait, plan
+from shardq.core.plan import Listen, Plan, Steps, Wait, plan
 from shardq.core.statements import Statements
 from shardq.core.task import Task, TaskResult
 
@@ -107,19 +109,11 @@ def result(st: Statements, task_id: UUID | str, wait_s: float = 0.0) -> Plan[Tas
     until = time.monotonic() + wait
     if not (st.dialect.notify and st.config.notify):
         return plan(lambda: _watch(st, tid, until, None), wait_s=wait)
-    listen = Execute(sqlfiles.plain("listen", channel=CHANNEL))
-    unlisten = Execute(sqlfiles.plain("unlisten", channel=CHANNEL))
 
     def steps() -> Steps[TaskResult]:
-        # LISTEN before the first look: a result announced after it is heard.
-        yield listen
-        try:
-            found = yield from _watch(st, tid, until, CHANNEL)
-        except Exception:
-            yield unlisten  # the connection goes back to the pool: it must not listen on
-            raise
-        yield unlisten
-        return found
+        # Subscribed before the first look: a result announced after it is heard.
+        yield Listen(CHANNEL, str(tid))
+        return (yield from _watch(st, tid, until, CHANNEL))
 
     return plan(steps, wait_s=wait)
 

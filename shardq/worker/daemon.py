@@ -3,6 +3,10 @@
 Shutdown (:meth:`Worker.stop`) stops claiming, gives back (without penalty) the
 tasks still waiting in the prefetch buffer, lets running handlers finish within
 the grace period, writes every outcome, and gives back what is still running.
+Running handlers get the whole grace whatever the database does; the shutdown's own
+statements do not: each ends within ``connect_timeout_s``, and once one found the
+database unreachable the rest are given up at once (one line counts the tasks left
+locked: their leases expire and the janitor makes them eligible again).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from shardq.app import App
 from shardq.client import Client
 from shardq.core.clock import Clock
 from shardq.core.config import ClientConfig
-from shardq.core.errors import ConfigError, LeaseLost
+from shardq.core.errors import ConfigError, LeaseLost, ShardqError
 from shardq.core.loop import Loop
 from shardq.core.task import Task
 from shardq.core.validate import queue_name
@@ -237,6 +241,9 @@ class Worker:
         # Whatever the network does, no statement (nor retry) outlives the grace; the
         # last part of it is kept for writing the outcomes of handlers that finished.
         self.client.db.finish_within(grace)
+        # A database that does not answer is given up on in a bounded time, so that the
+        # worker exits once its handlers are done rather than at the end of the grace.
+        self.client.db.fail_fast(self.client.config.connect_timeout_s)
         handlers_end = end - min(FLUSH_RESERVE_S, grace / 4)
 
         def left(until: float = end) -> float:
@@ -247,9 +254,11 @@ class Worker:
         for claimer in self.claimers:
             claimer.stop(left(handlers_end))
         self.slots.close()
-        self._give_back(self.buffer.take_all(), "prefetched")
-        self._give_back(self.slots.join(left(handlers_end)),
-                        "still running after the grace period")
+        kept: list[Task] = []
+        failure = self._give_back_at_stop(self.buffer.take_all(), "prefetched", kept)
+        failure = self._give_back_at_stop(self.slots.join(left(handlers_end)),
+                                          "still running after the grace period",
+                                          kept) or failure
         for loop in self._loops():
             loop.stop(left())
         self.completer.run_once()
@@ -257,7 +266,22 @@ class Worker:
             self.listener.stop(left())
         self.presence.leave()
         self.client.close()
+        if kept:
+            log.warning("%d task(s) could not be given back (%s): they stay locked until "
+                        "their leases expire, then the janitor makes them eligible again",
+                        len(kept), failure)
         log.info("stopped")
+
+    def _give_back_at_stop(self, contexts: list[Context], why: str,
+                           kept: list[Task]) -> ShardqError | None:
+        """:meth:`_give_back` that cannot fail the shutdown: the tasks it could not give
+        back are added to ``kept``; returns why."""
+        try:
+            self._give_back(contexts, why)
+        except ShardqError as exc:
+            kept.extend(c.task for c in contexts)
+            return exc
+        return None
 
     def _give_back(self, contexts: list[Context], why: str) -> None:
         tasks = self.keeper.let_go([c.task for c in contexts])

@@ -26,7 +26,6 @@ import logging
 import multiprocessing
 import signal
 import sys
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -36,6 +35,7 @@ from shardq.app import Handler
 from shardq.core.task import Task
 from shardq.handler import Context, Fail, Retry, bind
 from shardq.ops.results import Encoded, encode
+from shardq.worker.frames import handler_traceback
 
 log = logging.getLogger("shardq.worker")
 
@@ -165,7 +165,7 @@ def _child(ref: Ref, task: Task, conn: Connection) -> None:
     except Fail as exc:
         conn.send(("fail", str(exc)))
     except BaseException as exc:  # the handler's failure is the task's
-        conn.send(("error", "".join(traceback.format_exception(exc))))
+        conn.send(("error", handler_traceback(exc)))
     finally:
         conn.close()
 

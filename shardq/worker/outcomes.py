@@ -8,7 +8,6 @@ return value or an exception means for the task.
 from __future__ import annotations
 
 import logging
-import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +20,7 @@ from shardq.handler import Fail, Retry
 from shardq.ops.results import NOT_KEPT, Encoded, Kept, encode
 from shardq.worker import isolation
 from shardq.worker.completer import Outcome
+from shardq.worker.frames import handler_traceback
 
 log = logging.getLogger("shardq.worker")
 
@@ -28,11 +28,12 @@ FAILURE_LINES_PER_QUEUE = 20  # failure lines one queue logs every REPEAT_INTERV
 
 
 def describe(exc: BaseException) -> str:
-    """The error text stored with a failed task: its traceback, made storable by
+    """The error text stored with a failed task: its traceback without shardq's own
+    frames (:mod:`shardq.worker.frames`), made storable by
     :func:`shardq.core.validate.error_text` (passwords masked, NULs removed, cut to size)."""
     if isinstance(exc, isolation.ChildFailed):  # the suspect's process told what happened
         return error_text(exc.text)
-    return error_text("".join(traceback.format_exception(exc)))
+    return error_text(handler_traceback(exc))
 
 
 def duration(seconds: float) -> str:
