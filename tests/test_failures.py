@@ -49,7 +49,8 @@ def errors_of(connect: psycopg.Connection[Any], queue: str) -> list[tuple[Any, .
 # -- item 7: error text with NUL or lone surrogates; one bad outcome ----------------------
 
 def test_a_handler_error_with_nul_and_surrogates_is_stored_sanitised(
-        dsn: str, client: shardq.Client, connect: psycopg.Connection[Any]) -> None:
+        dsn: str, client: shardq.Client, connect: psycopg.Connection[Any],
+        caplog: pytest.LogCaptureFixture) -> None:
     app = shardq.App(dsn)
 
     @app.task(queue="dirty", max_attempts=1)
@@ -67,6 +68,10 @@ def test_a_handler_error_with_nul_and_surrogates_is_stored_sanitised(
     dirty_errors = [e for _, _, e in rows if "byte" in e]
     assert len(dirty_errors) == 10
     assert all("badbyte \ufffd in" in e and "\x00" not in e for e in dirty_errors)
+    # The worker's failure lines are writable to a UTF-8 log too.
+    logged = [r.getMessage() for r in caplog.records if "badbyte" in r.getMessage()]
+    assert logged
+    assert all("\ud800" not in line and "\x00" not in line for line in logged)
 
 
 def claimed(client: shardq.Client, queue: str, n: int) -> list[shardq.Task]:

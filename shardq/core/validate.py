@@ -110,12 +110,18 @@ def storable(name: str, text: str) -> str:
     return text
 
 
+def writable(text: str) -> str:
+    """``text`` with NULs removed and lone surrogates replaced with U+FFFD: storable in
+    PostgreSQL and writable to a UTF-8 log."""
+    return _UNSTORABLE.sub(lambda m: "" if m.group() == "\x00" else "\ufffd", text)
+
+
 def error_text(text: str) -> str:
     """Error text as it is stored with a task: secrets of DSNs masked (see
     :func:`shardq.core.redaction.redact`), NULs removed, lone surrogates replaced with U+FFFD, and
     cut to :data:`MAX_ERROR_CHARS`, keeping its start and its end (where a traceback
     names the error)."""
-    text = redact(_UNSTORABLE.sub(lambda m: "" if m.group() == "\x00" else "\ufffd", text))
+    text = redact(writable(text))
     if len(text) <= MAX_ERROR_CHARS:
         return text
     cut = f"\n[... {len(text) - MAX_ERROR_CHARS} characters cut ...]\n"

@@ -15,7 +15,7 @@ from shardq.app import App, Handler, NoHandler
 from shardq.core import tracing
 from shardq.core.lograte import RateLimit
 from shardq.core.task import Task
-from shardq.core.validate import error_text
+from shardq.core.validate import error_text, writable
 from shardq.handler import Fail, Retry
 from shardq.ops.results import NOT_KEPT, Encoded, Kept, encode
 from shardq.worker import isolation
@@ -136,7 +136,7 @@ class Outcomes:
         if isinstance(exc, NoHandler):
             return f"task {task.id} dead-lettered: {exc}"
         run = f"task {task.id} (queue {task.queue}, attempt {task.attempts}/{task.max_attempts})"
-        error = f"{type(exc).__name__}: {exc}"
+        error = writable(f"{type(exc).__name__}: {exc}")  # a UTF-8 log takes it
         if dead:
             return f"{run} died: {error}"
         if task.is_last_attempt:
