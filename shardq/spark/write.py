@@ -164,8 +164,9 @@ def is_direct(mode: str, dialect: str, *, key: Any, run_at: Any, priority: Any) 
     priority) in append mode, on PostgreSQL, where a partition is one transaction.
     CockroachDB's writer commits each batch alone, so its rows are staged and merged
     in one transaction."""
+    no_priority = priority is None or (isinstance(priority, int) and priority == 0)
     return (mode == "append" and dialect == "postgresql" and key is None and run_at is None
-            and not priority)
+            and no_priority)
 
 
 def prune_ledger(dsn: str | None = None, *, older_than_s: float = 7 * 86400) -> int:
