@@ -378,13 +378,15 @@ def test_empty_frames_and_refusals(spark: Any, dbs: Databases) -> None:
     with pytest.raises(shardq.InvalidTask, match="queue"):
         write_tasks(empty, dsn=url, queue="bad queue", payload=["n"])
     # Column types are checked before Spark runs anything.
-    for arguments, message in [
+    typed: list[tuple[dict[str, Any], str]] = [
         ({"priority": "s"}, "priority: must be an integer column, not string"),
         ({"max_attempts": "ts"}, "max_attempts: must be an integer column, not timestamp"),
         ({"queue": F.col("n")}, "queue: must be a string column, not long"),
-    ]:
+    ]
+    for arguments, message in typed:
+        options: dict[str, Any] = {"queue": "e", "payload": ["n"], **arguments}
         with pytest.raises(shardq.ConfigError) as refused:
-            write_tasks(empty, dsn=url, **{"queue": "e", "payload": ["n"], **arguments})
+            write_tasks(empty, dsn=url, **options)
         assert str(refused.value) == message
     with pytest.raises(shardq.ConfigError, match="id_columns"):
         write_tasks(empty, dsn=url, queue="e", payload=["n"], id_columns=["n"])
@@ -410,6 +412,15 @@ def test_a_bad_row_writes_nothing_of_its_partition(spark: Any, dbs: Databases) -
     assert "violates not-null constraint" in str(caught.value.__cause__)  # Spark's, kept
     written = sorted(p["id"] for (p,) in query(url, "SELECT payload FROM shardq.tasks"))
     assert written in ([], [0, 1, 2, 3, 4])  # partition 0 commits whole or not at all
+
+    # Without transactions each batch commits alone: rows 5 and 6 stay (once per try).
+    other = dbs.create()
+    with pytest.raises(shardq.SparkWriteError) as caught:
+        write_tasks(frame, dsn=other, queue="half", payload="json", batch_size=2,
+                    jdbc_options={"isolationLevel": "NONE"})
+    assert str(caught.value) == ("payload: must not be null (batches of the failing partition "
+                                 "and other partitions may have committed)")
+    assert {5, 6} <= {p["id"] for (p,) in query(other, "SELECT payload FROM shardq.tasks")}
 
 
 def refused_rows() -> list[tuple[dict[str, Any], str]]:

@@ -36,8 +36,12 @@ _SUMMARIES = (
 _CAUSE = re.compile(r"Caused by: ([^\n]*)")
 SUMMARY_CHARS = 300
 
-DIRECT = "the failing partition wrote nothing; other partitions may have committed theirs"
+# What a failed write leaves: nothing (staged: the merge is one transaction), nothing
+# of the failing partition (direct: one transaction per partition), or committed
+# batches of it too (direct with isolationLevel NONE, set through jdbc_options).
 STAGED = "nothing was written"
+DIRECT = "the failing partition wrote nothing; other partitions may have committed theirs"
+BATCHES = "batches of the failing partition and other partitions may have committed"
 
 
 def broken_rule(text: str) -> tuple[str, str] | None:
@@ -64,11 +68,10 @@ def summary(text: str) -> str:
     return line[:SUMMARY_CHARS]
 
 
-def write_error(exc: BaseException, *, direct: bool) -> SparkWriteError:
-    """``exc`` (Spark's, Java's or a refused merge's) as one line; ``direct``: rows went
-    straight into shardq.tasks, a transaction per partition."""
+def write_error(exc: BaseException, *, written: str) -> SparkWriteError:
+    """``exc`` (Spark's, Java's or a refused merge's) as one line, ending with
+    ``written``: what the failed write leaves (:data:`STAGED`, :data:`DIRECT`, ...)."""
     text = str(exc)
-    written = DIRECT if direct else STAGED
     refused = exc.__cause__
     if isinstance(refused, pg_errors.CheckViolation | pg_errors.NotNullViolation):
         broken = validate.broken_rule(constraint=refused.diag.constraint_name,
@@ -91,10 +94,11 @@ def spark_errors() -> tuple[type[BaseException], ...]:
 
 
 @contextmanager
-def reported(*, direct: bool) -> Iterator[None]:
-    """Raise a failed Spark write (or merge) as one :class:`SparkWriteError` line."""
+def reported(written: str) -> Iterator[None]:
+    """Raise a failed Spark write (or merge) as one :class:`SparkWriteError` line that
+    ends with ``written``."""
     caught: tuple[type[BaseException], ...] = (*spark_errors(), InvalidTask)
     try:
         yield
     except caught as exc:
-        raise write_error(exc, direct=direct) from exc
+        raise write_error(exc, written=written) from exc

@@ -132,20 +132,23 @@ def write_frame(df: Any, *, url: str | None, dsn: str | None, queue: frame.Colum
                             trace_context=trace_context)
         tasks = _partitioned(tasks, num_partitions)
 
+        def options(table: str) -> dict[str, str]:
+            return writer_options(target, table, dialect=dialect.name, batch_size=batch_size,
+                                  extra=jdbc_options)
+
         def save(table: str) -> None:
-            options = writer_options(target, table, dialect=dialect.name, batch_size=batch_size,
-                                     extra=jdbc_options)
-            tasks.write.format("jdbc").options(**options).mode("append").save()
+            tasks.write.format("jdbc").options(**options(table)).mode("append").save()
 
         if direct:
-            with failure.reported(direct=True):
+            batches = options(TASKS_TABLE)["isolationLevel"] == "NONE"
+            with failure.reported(failure.BATCHES if batches else failure.DIRECT):
                 save(TASKS_TABLE)
             result = WriteResult(mode, "direct")
         else:
             stage = merge.new_stage_name()
             merge.create_stage(st, stage)
             try:
-                with failure.reported(direct=False):
+                with failure.reported(failure.STAGED):
                     save(f"{merge.SCHEMA}.{stage}")
                     merged = merge.merge(st, stage, idempotent=mode == "idempotent",
                                          batch=batch)
