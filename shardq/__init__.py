@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         LeaseLost,
         SchemaNotReady,
         ShardqError,
+        SparkWriteError,
         Unavailable,
         UnknownQueue,
     )
@@ -52,6 +53,7 @@ _SOURCES = {
     "LeaseLost": "shardq.core.errors",
     "SchemaNotReady": "shardq.core.errors",
     "ShardqError": "shardq.core.errors",
+    "SparkWriteError": "shardq.core.errors",
     "Unavailable": "shardq.core.errors",
     "UnknownQueue": "shardq.core.errors",
     "Context": "shardq.handler",
@@ -94,6 +96,7 @@ __all__ = [
     "Retry",
     "SchemaNotReady",
     "ShardqError",
+    "SparkWriteError",
     "Task",
     "TaskFunction",
     "TaskInfo",

@@ -377,9 +377,79 @@ def test_empty_frames_and_refusals(spark: Any, dbs: Databases) -> None:
         write_tasks(empty, dsn=url, queue="e", payload=["nope"])
     with pytest.raises(shardq.InvalidTask, match="queue"):
         write_tasks(empty, dsn=url, queue="bad queue", payload=["n"])
+    # Column types are checked before Spark runs anything.
+    typed: list[tuple[dict[str, Any], str]] = [
+        ({"priority": "s"}, "priority: must be an integer column, not string"),
+        ({"max_attempts": "ts"}, "max_attempts: must be an integer column, not timestamp"),
+        ({"queue": F.col("n")}, "queue: must be a string column, not long"),
+    ]
+    for arguments, message in typed:
+        options: dict[str, Any] = {"queue": "e", "payload": ["n"], **arguments}
+        with pytest.raises(shardq.ConfigError) as refused:
+            write_tasks(empty, dsn=url, **options)
+        assert str(refused.value) == message
     with pytest.raises(shardq.ConfigError, match="id_columns"):
         write_tasks(empty, dsn=url, queue="e", payload=["n"], id_columns=["n"])
     old = dbs.create(migrated=False)
     migrate.upgrade(old, revision="0007", output=io.StringIO())
     with pytest.raises(shardq.SchemaNotReady, match="spark_ledger"):
         write_tasks(empty, dsn=old, queue="e", payload=["n"], mode="idempotent")
+
+
+def test_a_bad_row_writes_nothing_of_its_partition(spark: Any, dbs: Databases) -> None:
+    """Rows 0-4 and 5-9 are two partitions; row 7's payload is null.  Batches of two
+    rows: rows 5 and 6 reach the table before row 7's batch is refused, and go with the
+    partition's transaction.  The error is one line naming the column and its rule."""
+    url = dbs.create()
+    n = F.col("id")
+    frame = spark.range(0, 10, 1, 2).select(
+        n.alias("n"), F.when(n == 7, F.lit(None)).otherwise(F.to_json(F.struct(n))).alias("json"))
+    with pytest.raises(shardq.SparkWriteError) as caught:
+        write_tasks(frame, dsn=url, queue="half", payload="json", batch_size=2)
+    assert str(caught.value) == ("payload: must not be null (the failing partition wrote "
+                                 "nothing; other partitions may have committed theirs)")
+    assert (caught.value.column, caught.value.rule) == ("payload", "must not be null")
+    assert "violates not-null constraint" in str(caught.value.__cause__)  # Spark's, kept
+    written = sorted(p["id"] for (p,) in query(url, "SELECT payload FROM shardq.tasks"))
+    assert written in ([], [0, 1, 2, 3, 4])  # partition 0 commits whole or not at all
+
+    # Without transactions each batch commits alone: rows 5 and 6 stay (once per try).
+    other = dbs.create()
+    with pytest.raises(shardq.SparkWriteError) as caught:
+        write_tasks(frame, dsn=other, queue="half", payload="json", batch_size=2,
+                    jdbc_options={"isolationLevel": "NONE"})
+    assert str(caught.value) == ("payload: must not be null (batches of the failing partition "
+                                 "and other partitions may have committed)")
+    assert {5, 6} <= {p["id"] for (p,) in query(other, "SELECT payload FROM shardq.tasks")}
+
+
+def refused_rows() -> list[tuple[dict[str, Any], str]]:
+    """Arguments under which one row of two (one partition) is refused, and the message."""
+    return [
+        ({"queue": F.when(F.col("n") == 1, F.lit("q"))}, "queue: must not be null"),
+        ({"max_attempts": F.col("n") - 1}, "max_attempts: must be between 1 and 2147483647"),
+        ({"priority": F.col("n") * 2**40},
+         "priority: must be between -2147483647 and 2147483647"),
+        ({"key": F.repeat(F.lit("k"), 600)}, "key: must be 1 to 512 characters"),
+    ]
+
+
+def test_refused_rows_are_one_line_errors(spark: Any, dbs: Databases) -> None:
+    """Each error names the argument and its rule, and says what was written: nothing
+    of a partition refused on its way into shardq.tasks, nothing at all when staged.
+    Refused by the table's NOT NULL and CHECK constraints, by the merge's, and by Spark
+    (a long priority beyond int's range); the texts of others are read in
+    tests/test_spark_offline.py."""
+    url = dbs.create()
+    frame = spark.range(2).select(F.col("id").alias("n"))
+    for arguments, message in refused_rows():
+        options = {"queue": "q", "payload": F.to_json(F.struct("n")), **arguments}
+        staged = "key" in arguments or "priority" in arguments
+        written = ("nothing was written" if staged else
+                   "the failing partition wrote nothing; other partitions may have "
+                   "committed theirs")
+        with pytest.raises(shardq.SparkWriteError) as caught:
+            write_tasks(frame, dsn=url, num_partitions=1, **options)
+        assert str(caught.value) == f"{message} ({written})"
+        assert caught.value.__cause__ is not None
+        assert query(url, "SELECT count(*) FROM shardq.tasks") == [(0,)], message

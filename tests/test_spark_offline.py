@@ -205,3 +205,79 @@ def test_the_driver_and_the_executors_addresses(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.delenv("SHARDQ_DSN")
     with pytest.raises(ConfigError, match="name the database"):
         _addresses(None, None, None)
+
+
+def test_appends_go_straight_into_the_table_only_on_postgresql() -> None:
+    """CockroachDB's writer commits each batch alone: its appends are staged, so that the
+    merge is their one transaction."""
+    from shardq.spark.write import is_direct
+
+    plain = {"key": None, "run_at": None, "priority": None}
+    assert is_direct("append", "postgresql", **plain)
+    assert is_direct("append", "postgresql", **{**plain, "priority": 0})
+    assert not is_direct("append", "cockroachdb", **plain)
+    assert not is_direct("idempotent", "postgresql", **plain)
+    assert not is_direct("append", "postgresql", **{**plain, "priority": 5})
+    assert not is_direct("append", "postgresql", **{**plain, "key": "k"})
+
+
+# Lines of Py4JJavaError texts Spark raised for refused rows (their Java frames cut).
+NOT_NULL_TEXT = (
+    "An error occurred while calling o101.save.\n"
+    ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 1 in stage "
+    "0.0 failed 2 times, most recent failure: Lost task 1.1 in stage 0.0 (TID 2): "
+    "java.sql.BatchUpdateException: Batch entry 0 INSERT INTO shardq.tasks (\"queue\","
+    "\"payload\",\"max_attempts\") VALUES (('q'),(NULL),('10'::int4)) was aborted: ERROR: "
+    "null value in column \"payload\" of relation \"tasks\" violates not-null constraint\n"
+    "  Detail: Failing row contains (q, available, 2026-11-27 23:42:50+00, ...).\n"
+    "\tat org.postgresql.jdbc.BatchResultHandler.handleError(BatchResultHandler.java:165)\n"
+    "Caused by: org.postgresql.util.PSQLException: ERROR: null value in column \"payload\" "
+    "of relation \"tasks\" violates not-null constraint\n")
+
+
+@pytest.mark.parametrize(("text", "broken"), [
+    (NOT_NULL_TEXT, ("payload", "must not be null")),
+    # PostgreSQL before 13 names no relation; task_group is the argument group.
+    ('ERROR: null value in column "task_group" violates not-null constraint',
+     ("group", "must not be null")),
+    ('ERROR: new row for relation "tasks" violates check constraint "tasks_key_check"\n'
+     "  Detail: Failing row contains (...)", ("key", "must be 1 to 512 characters")),
+    ('violates check constraint "tasks_attempts_check"',
+     ("max_attempts", "must be between 1 and 2147483647")),
+    ('violates check constraint "tasks_queue_check"',
+     ("queue", "must be 1-128 letters, digits, '_', '.', ':' or '-', starting with a letter "
+               "or digit")),
+    ("Caused by: org.postgresql.util.PSQLException: ERROR: invalid input syntax for type "
+     "json\n  Detail: Token \"not\" is invalid.", ("payload", "must be JSON text")),
+    ("org.apache.spark.SparkRuntimeException: [USER_RAISED_EXCEPTION] shardq: priority: must "
+     "be between -2147483647 and 2147483647 SQLSTATE: P0001\n== DataFrame ==",
+     ("priority", "must be between -2147483647 and 2147483647")),
+    ('violates check constraint "tasks_head_start_check"', None),  # no argument sets it
+    ("java.net.ConnectException: Connection refused", None),
+])
+def test_a_refused_rows_argument_and_rule_from_sparks_text(
+        text: str, broken: tuple[str, str] | None) -> None:
+    from shardq.spark.failure import broken_rule
+
+    assert broken_rule(text) == broken
+
+
+@pytest.mark.parametrize(("text", "line"), [
+    ("java.sql.BatchUpdateException: Batch entry 0 INSERT INTO shardq.tasks VALUES (...) "
+     "was aborted: ERROR: permission denied for table tasks\n"
+     "Caused by: org.postgresql.util.PSQLException: ERROR: permission denied for table tasks\n",
+     "ERROR: permission denied for table tasks"),
+    ("An error occurred while calling o272.save.\n: org.apache.spark.SparkNumberFormatException:"
+     " [CAST_INVALID_INPUT] The value 'x' of the type \"STRING\" cannot be cast to \"INT\".\n"
+     "== DataFrame ==\n", "[CAST_INVALID_INPUT] The value 'x' of the type \"STRING\" cannot "
+                          "be cast to \"INT\"."),
+    ("org.apache.spark.SparkException: Job aborted.\n\tat org.apache.spark.rdd.RDD\n"
+     "Caused by: org.postgresql.util.PSQLException: Connection to 127.0.0.1:1 refused.\n"
+     "Caused by: java.net.ConnectException: Connection refused\n",
+     "java.net.ConnectException: Connection refused"),
+    ("\n  lost: " + "x" * 1000, "lost: " + "x" * 294),
+])
+def test_any_other_spark_failure_in_one_line(text: str, line: str) -> None:
+    from shardq.spark.failure import summary
+
+    assert summary(text) == line

@@ -67,6 +67,22 @@ class LeaseLost(ShardqError):
         super().__init__(f"lease lost for {len(self.task_ids)} task(s): {self.task_ids[:5]}")
 
 
+class SparkWriteError(ShardqError):
+    """A Spark job writing tasks (:func:`shardq.spark.write_tasks`) failed.
+
+    When a row broke a rule of shardq.tasks, ``column`` names its argument (``payload``,
+    ``queue``, ``key``, ...) and ``rule`` what it must be; otherwise both are None and the
+    message is the failure's own first line.  The Spark or Java error is chained as
+    ``__cause__``.  What was written is said in the message: nothing (a staged write),
+    or nothing of the failing partition (a direct append; see its guarantee).
+    """
+
+    def __init__(self, message: str, column: str | None = None,
+                 rule: str | None = None) -> None:
+        self.column, self.rule = column, rule
+        super().__init__(message)
+
+
 class DatabaseError(ShardqError):
     """A database error shardq has no more specific class for (the cause is chained)."""
 
@@ -102,10 +118,17 @@ def map_db_error(exc: psycopg.Error) -> ShardqError:
     """Translate a psycopg error into shardq's hierarchy."""
     from psycopg import errors as pg_errors
 
+    from shardq.core import validate
+
     if isinstance(exc, pg_errors.UndefinedTable | pg_errors.InvalidSchemaName):
         return SchemaNotReady(f"the shardq schema is missing ({exc.diag.message_primary})")
     if isinstance(exc, pg_errors.UndefinedColumn):
         return SchemaNotReady(f"the shardq schema is out of date ({exc.diag.message_primary})")
     if isinstance(exc, pg_errors.CheckViolation | pg_errors.NotNullViolation):
+        broken = (validate.broken_rule(constraint=exc.diag.constraint_name)
+                  if isinstance(exc, pg_errors.CheckViolation)
+                  else validate.broken_rule(null_column=exc.diag.column_name))
+        if broken:
+            return InvalidTask(": ".join(broken))
         return InvalidTask(f"the database refused the task: {exc.diag.message_primary}")
     return DatabaseError(str(exc).strip() or type(exc).__name__)

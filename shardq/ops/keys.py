@@ -24,13 +24,11 @@ from shardq.core.plan import Plan, Steps
 from shardq.core.statements import Statements
 from shardq.core.task import Task, TaskId, addresses
 
-MAX_KEY_CHARS = 512
-
 
 def check_key(key: object) -> str:
     """A key: a non-empty string of at most 512 characters, without NUL or lone surrogates."""
-    if not isinstance(key, str) or not 1 <= len(key) <= MAX_KEY_CHARS:
-        raise InvalidTask(f"a key must be a string of 1 to {MAX_KEY_CHARS} characters, "
+    if not isinstance(key, str) or not 1 <= len(key) <= validate.MAX_KEY_CHARS:
+        raise InvalidTask(f"a key must be a string of 1 to {validate.MAX_KEY_CHARS} characters, "
                           f"got {key!r:.80}")
     return validate.storable("a key", key)
 

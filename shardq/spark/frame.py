@@ -27,6 +27,10 @@ JSON_OPTIONS = {
 }
 
 ColumnLike = Any  # a column name, or a pyspark.sql.Column
+# What starts the message of an error a row's value raises in Spark (raise_error).
+RAISED = "shardq:"
+# Spark's integral types (and the type of a null literal), which cast to int exactly.
+INTEGER_TYPES = ("byte", "short", "integer", "long", "void")
 
 
 def functions() -> Any:
@@ -107,7 +111,16 @@ def int_column(F: Any, df: Any, value: ColumnLike | int | None, what: str,
         else:
             validate.max_attempts(value, default)
         return F.lit(value)
-    return F.coalesce(column(F, df, value, what).cast("int"), F.lit(default))
+    col = column(F, df, value, what)
+    kind = type_name(df, col)
+    if kind not in INTEGER_TYPES:
+        raise ConfigError(f"{what}: must be an integer column, not {kind}")
+    if kind == "long":  # a cast out of int's range would fail naming no column
+        low, rule = ((-validate.MAX_PRIORITY_S, validate.PRIORITY_RULE) if what == "priority"
+                     else (1, validate.CHECKS["tasks_attempts_check"][1]))
+        col = F.when(col.between(low, validate.INT4_MAX) | col.isNull(), col).otherwise(
+            F.raise_error(F.lit(f"{RAISED} {what}: {rule}")))
+    return F.coalesce(col.cast("int"), F.lit(default))
 
 
 def group_column(F: Any, group: ColumnLike) -> Any:
@@ -121,6 +134,9 @@ def queue_column(F: Any, df: Any, queue: ColumnLike) -> Any:
     """One queue for every row (a name), or a Column holding each row's queue."""
     if isinstance(queue, str):
         return F.lit(validate.queue_name(queue))
+    kind = type_name(df, queue)
+    if kind != "string":
+        raise ConfigError(f"queue: must be a string column, not {kind}")
     return queue
 
 

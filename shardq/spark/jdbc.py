@@ -8,8 +8,9 @@ differs is how the writer batches and commits:
 - CockroachDB: batches of 128 rows (pgjdbc rewrites batches into multi-row INSERTs in
   powers of two, and CockroachDB's pgjdbc guidance is 128), each committed on its own
   (``isolationLevel=NONE``): an implicit single-statement transaction that CockroachDB
-  retries itself on contention.  A Spark task that still fails is retried by Spark
-  (``spark.task.maxFailures``) and writes its partition again, so use
+  retries itself on contention; ``write_tasks`` therefore stages every write there and
+  merges it in one transaction.  A Spark task that still fails is retried by Spark
+  (``spark.task.maxFailures``) and stages its partition again, so use
   ``mode="idempotent"`` where a task must never be written twice.
 
 Common to both: ``stringtype=unspecified`` (strings reach uuid and jsonb columns as

@@ -11,7 +11,7 @@ from shardq.core.config import ClientConfig, load
 from shardq.core.db import Database
 from shardq.core.errors import ConfigError
 from shardq.core.statements import Statements
-from shardq.spark import frame, merge
+from shardq.spark import failure, frame, merge
 from shardq.spark.jdbc import jdbc_target, libpq_url, writer_options
 
 MODES = ("append", "idempotent")
@@ -70,13 +70,18 @@ def write_tasks(df: Any, *, url: str | None = None, dsn: str | None = None,
       trace (see :mod:`shardq.contrib.opentelemetry`).  Not part of a task's default
       idempotent id.
     - ``mode="append"``: plain rows (no key, run_at or priority) go straight into
-      shardq.tasks, one transaction per partition; others through an unlogged staging
-      table merged in one transaction.  ``mode="idempotent"``: every row gets a
+      shardq.tasks on PostgreSQL, one transaction per partition (a failed job leaves the
+      partitions that committed before it); others, and every row on CockroachDB,
+      through an unlogged staging table merged in one transaction (a failed job
+      leaves nothing).  ``mode="idempotent"``: every row gets a
       deterministic id (uuid5 of ``queue`` and ``id_columns``, by default of the whole
       task), and the merge skips ids the ledger ``shardq.spark_ledger`` has seen:
       Spark task retries and re-runs of the job insert nothing twice.
     - The role needs INSERT on shardq.tasks, and for staged writes CREATE on the schema
       shardq (the staging table lives there).
+    - A failed write raises :class:`shardq.SparkWriteError`, one line naming the
+      argument and the rule a refused row broke (``payload: must not be null``), with
+      Spark's error as its ``__cause__``.
     - ``batch_size`` rows per JDBC batch (default 5000 on PostgreSQL, 128 on
       CockroachDB); ``num_partitions`` parallel writers (coalesce or repartition);
       ``jdbc_options`` override any writer option.
@@ -118,7 +123,7 @@ def write_frame(df: Any, *, url: str | None, dsn: str | None, queue: frame.Colum
             dialect.require_keyed_tasks()
         if mode == "idempotent":
             merge.require_ledger(st)
-        direct = mode == "append" and key is None and run_at is None and not priority
+        direct = is_direct(mode, dialect.name, key=key, run_at=run_at, priority=priority)
         tasks = _task_frame(F, df, queue=queue, payload=payload, run_at=run_at,
                             priority=priority, key=key, max_attempts=max_attempts,
                             group=group, default_max_attempts=config.max_attempts,
@@ -127,20 +132,26 @@ def write_frame(df: Any, *, url: str | None, dsn: str | None, queue: frame.Colum
                             trace_context=trace_context)
         tasks = _partitioned(tasks, num_partitions)
 
+        def options(table: str) -> dict[str, str]:
+            return writer_options(target, table, dialect=dialect.name, batch_size=batch_size,
+                                  extra=jdbc_options)
+
         def save(table: str) -> None:
-            options = writer_options(target, table, dialect=dialect.name, batch_size=batch_size,
-                                     extra=jdbc_options)
-            tasks.write.format("jdbc").options(**options).mode("append").save()
+            tasks.write.format("jdbc").options(**options(table)).mode("append").save()
 
         if direct:
-            save(TASKS_TABLE)
+            batches = options(TASKS_TABLE)["isolationLevel"] == "NONE"
+            with failure.reported(failure.BATCHES if batches else failure.DIRECT):
+                save(TASKS_TABLE)
             result = WriteResult(mode, "direct")
         else:
             stage = merge.new_stage_name()
             merge.create_stage(st, stage)
             try:
-                save(f"{merge.SCHEMA}.{stage}")
-                merged = merge.merge(st, stage, idempotent=mode == "idempotent", batch=batch)
+                with failure.reported(failure.STAGED):
+                    save(f"{merge.SCHEMA}.{stage}")
+                    merged = merge.merge(st, stage, idempotent=mode == "idempotent",
+                                         batch=batch)
             finally:
                 merge.drop_stage(st, stage)
             result = WriteResult(mode, "staged", merged.staged, merged.tasks, merged.fresh)
@@ -149,6 +160,16 @@ def write_frame(df: Any, *, url: str | None, dsn: str | None, queue: frame.Colum
         return result
     finally:
         st.blocking().close()
+
+
+def is_direct(mode: str, dialect: str, *, key: Any, run_at: Any, priority: Any) -> bool:
+    """Whether rows go straight into shardq.tasks: plain rows (no key, run_at or
+    priority) in append mode, on PostgreSQL, where a partition is one transaction.
+    CockroachDB's writer commits each batch alone, so its rows are staged and merged
+    in one transaction."""
+    no_priority = priority is None or (isinstance(priority, int) and priority == 0)
+    return (mode == "append" and dialect == "postgresql" and key is None and run_at is None
+            and no_priority)
 
 
 def prune_ledger(dsn: str | None = None, *, older_than_s: float = 7 * 86400) -> int:
