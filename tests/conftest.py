@@ -207,3 +207,25 @@ def app_env(db: str) -> Iterator[dict[str, str]]:
     with shardq.Client(db) as client:
         recorder.app.use_client(client)
         yield {**os.environ, "SHARDQ_DSN": db, "PYTHONPATH": str(ROOT)}
+
+
+@pytest.fixture(scope="module")
+def dbs() -> Iterator[Databases]:
+    """Fresh migrated databases on a server JDBC can reach (TCP), for the Spark tests."""
+    from tests.tcp_postgres import tcp_server
+
+    with tcp_server() as url:
+        databases = Databases(url)
+        try:
+            yield databases
+        finally:
+            databases.drop_all()
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    """One local Spark for the module (see tests.spark_env.local_spark)."""
+    from tests.spark_env import local_spark
+
+    with local_spark() as session:
+        yield session

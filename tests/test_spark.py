@@ -10,12 +10,10 @@ from __future__ import annotations
 import io
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -28,66 +26,18 @@ from shardq.spark import prune_ledger, task_id, write_tasks
 from shardq.spark.jdbc import jdbc_target
 from tests.conftest import Databases
 from tests.helpers import bucket_of, claim_all, query, scalar, wait_for
-from tests.tcp_postgres import tcp_server
+from tests.spark_env import require_spark
 
-pytest.importorskip("pyspark", reason="PySpark is not installed: pip install 'shardq[spark]'")
-JAR = Path(os.environ.get("SHARDQ_TEST_JDBC_JAR", "/usr/share/java/postgresql.jar"))
-if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-    pytest.skip("no Java runtime for Spark (apt-get install default-jre-headless)",
-                allow_module_level=True)
-if not JAR.is_file():
-    pytest.skip(f"no PostgreSQL JDBC driver at {JAR} (apt-get install libpostgresql-jdbc-java)",
-                allow_module_level=True)
+require_spark()
 
 from pyspark.sql import functions as F  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-JVM_ZONE, SESSION_ZONE = "America/New_York", "Asia/Kolkata"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # 2024-11-03 05:00Z is 01:00 EDT: two hours from there cross New York's repeated hour.
 BASE_US = 1_730_610_000_000_000
 STEP_US = 72_000
 TEXT = 'naïve "quoted" \\ back/slash ☃ 𝄞 '
-
-
-@pytest.fixture(scope="module")
-def dbs() -> Iterator[Databases]:
-    """Fresh migrated databases on a server JDBC can reach (TCP)."""
-    with tcp_server() as url:
-        databases = Databases(url)
-        try:
-            yield databases
-        finally:
-            databases.drop_all()
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    """One local Spark for the module: 2 threads, a failed task is tried twice."""
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[2,2]").appName("shardq-tests")
-        .config("spark.jars", str(JAR))
-        .config("spark.driver.extraJavaOptions", f"-Duser.timezone={JVM_ZONE}")
-        .config("spark.sql.session.timeZone", SESSION_ZONE)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    # The JVM's own default zone, read through SQL's reflect() (it runs in this JVM).
-    default_zone = scalar_of(session, "SELECT reflect('java.util.TimeZone', 'getDefault')")
-    assert f'id="{JVM_ZONE}"' in default_zone, default_zone
-    yield session
-    session.stop()
-
-
-def scalar_of(spark: Any, text: str) -> Any:
-    """The one value of a Spark SQL query."""
-    [row] = spark.sql(text).collect()
-    return row[0]
 
 
 def at(micros: int) -> datetime:

@@ -19,9 +19,10 @@ from shardq.core.errors import ConfigError
 from shardq.spark import COLUMNS, STATES, read_tasks
 from tests.conftest import Databases
 from tests.helpers import claim_all, query
-from tests.test_spark import dbs, spark  # noqa: F401  (fixtures)
+from tests.spark_env import require_spark
 
-F = pytest.importorskip("pyspark.sql.functions", reason="PySpark is not installed")
+require_spark()
+F = pytest.importorskip("pyspark.sql.functions")
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -31,7 +32,7 @@ def micros(value: datetime | None) -> int | None:
 
 
 @pytest.fixture(scope="module")
-def url(dbs: Databases) -> str:  # noqa: F811
+def url(dbs: Databases) -> str:
     """Tasks of queue jobs in every state, tasks of another queue, and kept results."""
     url = dbs.create()
     later = datetime.now(UTC) + timedelta(hours=1)
@@ -75,7 +76,7 @@ def table(url: str, queue: str | None) -> dict[str, tuple[Any, ...]]:
     return got
 
 
-def read(spark: Any, url: str, **options: Any) -> dict[str, tuple[Any, ...]]:  # noqa: F811
+def read(spark: Any, url: str, **options: Any) -> dict[str, tuple[Any, ...]]:
     """read_tasks's rows by id, times as microseconds (no zone on the way)."""
     df = read_tasks(spark, dsn=url, **options)
     assert tuple(df.columns) == COLUMNS
@@ -91,7 +92,7 @@ def read(spark: Any, url: str, **options: Any) -> dict[str, tuple[Any, ...]]:  #
     return out
 
 
-def test_every_state_read_back_as_the_tables_hold_it(spark: Any, url: str) -> None:  # noqa: F811
+def test_every_state_read_back_as_the_tables_hold_it(spark: Any, url: str) -> None:
     expected = table(url, "jobs")
     got = read(spark, url, queue="jobs", states=STATES)
     assert got == expected
@@ -104,7 +105,7 @@ def test_every_state_read_back_as_the_tables_hold_it(spark: Any, url: str) -> No
         "None", "{'answer': 42}"]
 
 
-def test_states_and_queues_narrow_the_read(spark: Any, url: str) -> None:  # noqa: F811
+def test_states_and_queues_narrow_the_read(spark: Any, url: str) -> None:
     everything = table(url, None)
     default = read(spark, url)  # every queue, every state but succeeded
     assert default == {k: v for k, v in everything.items() if v[1] != "succeeded"}
@@ -116,7 +117,7 @@ def test_states_and_queues_narrow_the_read(spark: Any, url: str) -> None:  # noq
         assert got
 
 
-def test_partitions_follow_the_buckets(spark: Any, url: str) -> None:  # noqa: F811
+def test_partitions_follow_the_buckets(spark: Any, url: str) -> None:
     cores = spark.sparkContext.defaultParallelism
     assert read_tasks(spark, dsn=url, states=["dead"]).rdd.getNumPartitions() == min(16, cores)
     assert read_tasks(spark, dsn=url, num_partitions=16).rdd.getNumPartitions() == 16
@@ -139,7 +140,7 @@ def jdbc_partitions(df: Any) -> list[str]:
     return [p.whereClause() for p in rdd.partitions()]
 
 
-def test_each_partition_reads_one_bounded_index_range(spark: Any, dbs: Databases) -> None:  # noqa: F811
+def test_each_partition_reads_one_bounded_index_range(spark: Any, dbs: Databases) -> None:
     url = dbs.create()
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("""

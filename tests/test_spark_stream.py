@@ -17,11 +17,12 @@ import pytest
 from shardq.core.errors import ConfigError
 from shardq.spark import WriteResult, write_stream_tasks
 from shardq.spark.merge import merge_query, new_stage_name
-from tests.conftest import Databases
+from tests.conftest import ROOT, Databases
 from tests.helpers import query
-from tests.test_spark import JAR, ROOT, dbs, spark  # noqa: F401  (fixtures)
+from tests.spark_env import JAR, require_spark
 
-F = pytest.importorskip("pyspark.sql.functions", reason="PySpark is not installed")
+require_spark()
+F = pytest.importorskip("pyspark.sql.functions")
 
 # The streaming driver the first test runs as a process of its own; with
 # SHARDQ_TEST_KILL_AT_BATCH set it SIGKILLs itself (the Python driver and its JVM, its
@@ -75,7 +76,7 @@ def run_driver(tmp: Path, url: str, kill_at: int | None) -> subprocess.Completed
 
 
 def test_a_driver_killed_before_the_checkpoint_commit(tmp_path: Path,
-                                                      dbs: Databases) -> None:  # noqa: F811
+                                                      dbs: Databases) -> None:
     url = dbs.create()
     source = tmp_path / "in"
     source.mkdir()
@@ -110,8 +111,8 @@ def test_a_driver_killed_before_the_checkpoint_commit(tmp_path: Path,
 FAIL_AT = 3_000
 
 
-def test_an_executor_task_failing_mid_batch(spark: Any, tmp_path: Path,  # noqa: F811
-                                            dbs: Databases) -> None:  # noqa: F811
+def test_an_executor_task_failing_mid_batch(spark: Any, tmp_path: Path,
+                                            dbs: Databases) -> None:
     """The write of the batch's one partition fails after 3,000 of its rows were
     committed to the staging table (batches of 500 committed alone); Spark tries the
     task again (spark.task.maxFailures = 2), and the merge counts each row once."""
@@ -148,14 +149,14 @@ def test_an_executor_task_failing_mid_batch(spark: Any, tmp_path: Path,  # noqa:
     assert counts == [(5000, 5000)]
 
 
-def test_refusals(spark: Any, dbs: Databases) -> None:  # noqa: F811
+def test_refusals(spark: Any, dbs: Databases) -> None:
     url = dbs.create()
     with pytest.raises(ConfigError, match="streaming DataFrame"):
         write_stream_tasks(spark.range(3), dsn=url, queue="q", payload=["id"],
                            checkpoint_location="/tmp/x")
 
 
-def test_the_streaming_example(dbs: Databases) -> None:  # noqa: F811
+def test_the_streaming_example(dbs: Databases) -> None:
     url = dbs.create()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SHARDQ_JDBC_JAR": str(JAR)}
     done = subprocess.run(
@@ -177,8 +178,8 @@ def test_the_stream_merge_is_one_statement_over_insert_rows() -> None:
     assert len(pglast.parse_sql(text.replace("%(now)s", "NULL").replace("%(batch)s", "NULL"))) == 1
 
 
-def test_natural_ids_skip_rows_seen_in_earlier_batches(spark: Any, tmp_path: Path,  # noqa: F811
-                                                       dbs: Databases) -> None:  # noqa: F811
+def test_natural_ids_skip_rows_seen_in_earlier_batches(spark: Any, tmp_path: Path,
+                                                       dbs: Databases) -> None:
     url = dbs.create()
     source = tmp_path / "in"
     source.mkdir()
