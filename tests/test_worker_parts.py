@@ -24,6 +24,7 @@ from shardq.worker.metrics import Metrics
 from tests.chaos.proxy import Proxy
 from tests.conftest import Databases
 from tests.helpers import query, wait_for, worker_for
+from tests.tcp_postgres import tcp_server
 
 
 class FakeTime:
@@ -132,6 +133,19 @@ def one_bucket(databases: Databases) -> Iterator[tuple[str, shardq.Client]]:
         yield url, c
 
 
+@pytest.fixture
+def one_bucket_on_tcp() -> Iterator[tuple[str, shardq.Client]]:
+    """A database of one bucket and a Client on it, on a server a TCP proxy can reach."""
+    with tcp_server() as admin:
+        dbs = Databases(admin)
+        try:
+            url = dbs.create(bucket_count=1)
+            with shardq.Client(url) as c:
+                yield url, c
+        finally:
+            dbs.drop_all()
+
+
 def prefetching(client: shardq.Client, worker: Worker, quick: Any, wait_for_gate: Any) -> None:
     """Start ``worker`` on quick tasks, then give it 40 gated ones: 2 run, 18 or more wait
     (one claim takes 20 while the handlers seem quick)."""
@@ -188,11 +202,11 @@ def test_tasks_waiting_too_long_for_a_slot_are_given_back(
 
 
 def test_a_stop_gives_up_on_a_database_that_does_not_answer(
-        one_bucket: tuple[str, shardq.Client], caplog: pytest.LogCaptureFixture) -> None:
+        one_bucket_on_tcp: tuple[str, shardq.Client], caplog: pytest.LogCaptureFixture) -> None:
     """Behind a proxy that stops forwarding, a worker's stop does not wait out its grace:
     the handlers finish, giving back the prefetched tasks fails fast, and one line counts
     what stays locked for the leases and the janitor."""
-    dsn, client = one_bucket
+    dsn, client = one_bucket_on_tcp
     address = urlsplit(dsn)
     with Proxy((address.hostname or "127.0.0.1", address.port or 5432)) as proxy:
         gate = threading.Event()
