@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from uuid import UUID
 
+import pytest
+
 import shardq
 
 KEYS = 50
@@ -133,6 +135,7 @@ def assert_nothing_lost(log: Log, by_key: dict[str, list[Run]]) -> None:
             assert finished.get(task_id, -1.0) >= began, f"enqueue {seq} of {key} was lost"
 
 
+@pytest.mark.slow
 def test_exclusive_and_nothing_lost(dsn: str, client: shardq.Client) -> None:
     log = Log()
     log.producing.set()

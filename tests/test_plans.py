@@ -17,8 +17,6 @@ import pytest
 from shardq.core import sqlfiles
 from tests.plans import LIMIT, PARAMS, QUEUE, explain, nodes, numbered
 
-pytestmark = pytest.mark.slow
-
 BACKLOG = 1_000_000
 
 

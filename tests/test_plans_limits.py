@@ -16,8 +16,6 @@ from shardq.core import sqlfiles
 from shardq.ops import limits
 from tests.plans import LIMIT, PARAMS, QUEUE, explain
 
-pytestmark = pytest.mark.slow
-
 FAIR = "fair"
 RUNNING = ("tasks_slots", "tasks_group_slots")
 
