@@ -15,7 +15,8 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import shardq
-from shardq.api import Operations, operation
+from shardq.api import Operations
+from shardq.api.operation import operation
 
 T = TypeVar("T")
 
