@@ -12,12 +12,7 @@ from shardq.api.operation import operation
 from shardq.core import validate
 from shardq.core.plan import Plan
 from shardq.core.task import Task, TaskId
-from shardq.ops import (
-    claims,
-    flow,
-    produce,
-    settle,
-)
+from shardq.ops import claims, flow, produce, settle
 
 
 class TaskCalls(Base):

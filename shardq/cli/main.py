@@ -1,8 +1,9 @@
-"""The ``shardq`` command line.
+"""The ``shardq`` command line: its parser (every subcommand and flag) and :func:`main`.
 
-Each command imports what it needs when it runs (the client, the migrations, the
-embedded server, the worker): ``shardq --help`` and the quick commands then start in a
-fraction of the time that importing everything at once costs.
+The commands (:mod:`shardq.cli.commands`, :mod:`shardq.cli.ops`) import what they need
+when they run (the client, the migrations, the embedded server, the worker): ``shardq
+--help`` and the quick commands then start in a fraction of the time that importing
+everything at once costs.
 """
 
 from __future__ import annotations
