@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from shardq.aclient import AsyncClient
-    from shardq.app import App, TaskFunction
+    from shardq.app import App
     from shardq.client import Client
     from shardq.core.clock import Clock, DatabaseClock, ManualClock
     from shardq.core.config import ClientConfig
@@ -31,15 +31,16 @@ if TYPE_CHECKING:
     )
     from shardq.core.task import Attempt, Task, TaskInfo, TaskResult
     from shardq.handler import Context, Fail, Retry, current
-    from shardq.ops.janitor import Janitor, JanitorReport
-    from shardq.ops.limits import Control, Limits
+    from shardq.loops.janitor import Janitor, JanitorReport
+    from shardq.ops.flow import Control, Limits
     from shardq.ops.rates import Rate
     from shardq.ops.workers import WorkerInfo
+    from shardq.taskfunction import TaskFunction
 
 # Each public name and the module that defines it.
 _SOURCES = {
     "App": "shardq.app",
-    "TaskFunction": "shardq.app",
+    "TaskFunction": "shardq.taskfunction",
     "AsyncClient": "shardq.aclient",
     "Client": "shardq.client",
     "Clock": "shardq.core.clock",
@@ -60,11 +61,11 @@ _SOURCES = {
     "Fail": "shardq.handler",
     "Retry": "shardq.handler",
     "current": "shardq.handler",
-    "Janitor": "shardq.ops.janitor",
-    "Control": "shardq.ops.limits",
-    "Limits": "shardq.ops.limits",
+    "Janitor": "shardq.loops.janitor",
+    "Control": "shardq.ops.flow",
+    "Limits": "shardq.ops.flow",
     "Rate": "shardq.ops.rates",
-    "JanitorReport": "shardq.ops.janitor",
+    "JanitorReport": "shardq.loops.janitor",
     "Task": "shardq.core.task",
     "TaskInfo": "shardq.core.task",
     "TaskResult": "shardq.core.task",

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, TypeVar
 
-from shardq.api import AsyncRunner, Operations, resolve
+from shardq.api import Operations, resolve
+from shardq.api.operation import AsyncRunner
 from shardq.core import embedded
 from shardq.core.adb import AsyncDatabase
 from shardq.core.clock import Clock

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from shardq.api import Operations, SyncRunner, resolve
+from shardq.api import Operations, resolve
+from shardq.api.operation import SyncRunner
 from shardq.core import embedded
 from shardq.core.clock import Clock
 from shardq.core.config import ClientConfig
 from shardq.core.db import Database
 from shardq.core.errors import SchemaNotReady
 from shardq.core.plan import Plan
+from shardq.loops.janitor import Janitor, JanitorReport, janitor_pass
 from shardq.ops import history
 from shardq.ops.history import Minute
-from shardq.ops.janitor import Janitor, JanitorReport, janitor_pass
 
 T = TypeVar("T")
 
@@ -60,7 +61,7 @@ class Client(Operations, SyncRunner):
     def throughput(self, queue: str | None = None, *, minutes: int = 60) -> list[Minute]:
         """Tasks enqueued and completed per minute over the last ``minutes`` (at most 60),
         of ``queue`` or of every queue, the current minute last."""
-        return history.series(self.statements, queue, minutes)
+        return self.perform(history.series(self.statements, queue, minutes))
 
     def run_janitor_once(self) -> JanitorReport:
         """One janitor pass over every bucket: promote due head starts, rescue expired leases."""

@@ -3,10 +3,10 @@
 -- running tasks hold a `slot` (holders_queue; the unique partial index tasks_slots),
 -- or the claim's group's max_running_per_group, whose running tasks hold a
 -- `group_slot` (holders_group; tasks_group_slots).  claim_free composes it once for
--- each (shardq.ops.limits.QUEUE_FREE and GROUP_FREE name the column, the limit and the
+-- each (shardq.ops.flow.QUEUE_FREE and GROUP_FREE name the column, the limit and the
 -- holders).  The unique index keeps the limit: two running tasks never hold one slot.
 --
--- Up to LISTED_SLOTS (shardq/ops/limits.py, bound in as a literal): the numbers from 1
+-- Up to LISTED_SLOTS (shardq/ops/flow.py, bound in as a literal): the numbers from 1
 -- to the limit that no running holder holds (held, read once), and no more of them
 -- than the limit less the running holders holding a slot (a lowered limit may leave
 -- tasks running on slots above it).

@@ -15,12 +15,13 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import shardq
-from shardq.api import Operations, operation
+from shardq.api import Operations
+from shardq.api.operation import operation
 
 T = TypeVar("T")
 
-SHARED = frozenset(name for name, value in vars(Operations).items()
-                   if isinstance(value, operation))
+SHARED = frozenset(name for name in dir(Operations)
+                   if isinstance(getattr(Operations, name), operation))
 """The calls both clients make with one implementation."""
 
 

@@ -11,13 +11,23 @@ import psycopg
 import pytest
 
 import shardq
+from shardq.api import Operations
 from shardq.core.plan import Fetch, single
+from tests.clients import SHARED
 
 
 def rows(dsn: str, queue: str) -> list[Any]:
     with psycopg.connect(dsn) as conn:
         return conn.execute("SELECT payload FROM shardq.tasks WHERE queue = %s ORDER BY "
                             "payload->>'n'", (queue,)).fetchall()
+
+
+def test_the_tests_blocking_face_sends_every_call_to_the_asyncclient() -> None:
+    """The ``both_clients`` tests reach the AsyncClient for every call the API declares
+    (inherited from each group of calls), not the blocking Client beside it."""
+    calls = {name for name in dir(Operations) if not name.startswith("_")}
+    assert calls - {"bucket_count", "dialect"} == SHARED
+    assert {"enqueue", "claim", "ack", "set_limits", "stats", "pause"} <= SHARED
 
 
 def test_a_task_joins_the_callers_async_transaction(client: shardq.Client, dsn: str) -> None:

@@ -21,7 +21,7 @@ from psycopg import sql
 
 from shardq.core import boundary, db, dialect, migrate, sqlfiles
 from shardq.core.errors import SchemaNotReady
-from shardq.ops import limits
+from shardq.ops import flow
 from shardq.ops.claims import RETURNED
 
 BUCKET_COUNTS = (16, 32)
@@ -122,7 +122,7 @@ FRAGMENTS = ("backoff", "batch_notify", "placement", "placement_params", "rows_u
              "rescue_where", "rescue_set", "promote_where", "promote_set", "claim_columns",
              "suspect", "rescue_dies", "rescue_error", "throughput_add", "task_columns",
              "order_earliest", "order_latest", "sample_states", "results_notify",
-             # flow control (shardq.ops.limits)
+             # flow control (shardq.ops.flow)
              "claim_range", "claim_range_ungrouped", "claim_range_mixed", "claim_range_group",
              "rate_unset", "rate_unset_both", "rate_unset_per_group", "rate_spent",
              "claim_slots", "claim_slots_taken", "claim_free", "free_slots", "holders_queue",
@@ -268,12 +268,12 @@ def as_text(composed: sql.Composable) -> str:
 
 
 # Files composed only with bindings of the claim that uses them, as the client binds them.
-BOUND = {"free_slots": limits.QUEUE_FREE}
+BOUND = {"free_slots": flow.QUEUE_FREE}
 LIMITED = ("claim_limited", "claim_free")
 
 
 def limited_fragments(group: str | None, grouped: bool, guard: str) -> sqlfiles.Names:
-    return tuple(sorted(limits.limited_fragments(group, grouped, guard).items()))
+    return tuple(sorted(flow.limited_fragments(group, grouped, guard).items()))
 
 
 def compose(name: str, bucket: str = SHARD_16, limit: int = CLAIM_LIMIT) -> str:

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 import shardq
-from shardq.core.validate import Arguments
+from shardq.core.arguments import Arguments
 from tests.conftest import Databases
 from tests.helpers import claim_all, query, scalar, shardq_cli
 

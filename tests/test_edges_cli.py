@@ -22,10 +22,10 @@ import pytest
 import shardq
 from shardq.core import migrate
 from shardq.core.config import ClientConfig, check_settings, load, setting
-from shardq.ops import periodic
-from shardq.ops.cadence import Cadence
+from shardq.loops import periodic
+from shardq.loops.periodic import Schedule
+from shardq.maths.cadence import Cadence
 from shardq.ops.history import Minute
-from shardq.ops.periodic import Schedule
 from shardq.web import DashboardConfig, create_app
 from shardq.web.chart import svg
 from shardq.worker.config import WorkerConfig

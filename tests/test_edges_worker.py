@@ -23,8 +23,8 @@ from shardq.core.config import ClientConfig
 from shardq.core.errors import SchemaNotReady
 from shardq.core.lograte import FORGET_AFTER, RateLimit
 from shardq.core.loop import MAX_BACKOFF_S, Loop
-from shardq.ops import periodic
-from shardq.ops.vacuum import Vacuumer
+from shardq.loops import periodic
+from shardq.loops.vacuum import Vacuumer
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
 from tests.apps import ticker

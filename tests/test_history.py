@@ -31,15 +31,15 @@ def test_seconds_fold_into_minutes_without_counting_twice(timed: shardq.Client,
     clock.advance(400)  # minute 8: both minutes' seconds are past KEEP_S
     expected = [(30, 0), (0, 0), (10, 5)] + [(0, 0)] * 6
     assert counts(timed, queue, 9) == expected
-    history.fold(timed.statements)
+    timed.perform(history.fold(timed.statements))
     slots = query(dsn, "SELECT DISTINCT slot FROM shardq.throughput WHERE queue = %s", (queue,))
     assert slots == [(-1,)]  # only minute rows are left
     assert counts(timed, queue, 9) == expected
-    history.fold(timed.statements)  # a second fold (a retried one, say) adds nothing
+    timed.perform(history.fold(timed.statements))  # a second fold (a retried one, say) adds nothing
     assert counts(timed, queue, 9) == expected
     assert timed.stats(queue)["enqueued_per_s"] == 0  # rates read the last minute only
     clock.advance(history.HISTORY_S)
-    history.fold(timed.statements)
+    timed.perform(history.fold(timed.statements))
     assert query(dsn, "SELECT 1 FROM shardq.throughput WHERE queue = %s", (queue,)) == []
 
 

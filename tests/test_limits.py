@@ -14,7 +14,7 @@ import pytest
 import shardq
 from shardq import Limits, Rate
 from shardq.core import validate
-from shardq.ops import limitstext
+from shardq.text import limits
 from tests.clients import Blocking
 
 pytestmark = pytest.mark.both_clients
@@ -90,12 +90,12 @@ def test_running_limits_have_one_bound_in_python_the_cli_and_the_dashboard(
     top = validate.MAX_RUNNING
     assert client.set_limits(Q, max_running=top, max_running_per_group=top,
                              create=True) == Limits(top, top)
-    assert limitstext.running(str(top)) == top  # the CLI's and the dashboard's parser
+    assert limits.running(str(top)) == top  # the CLI's and the dashboard's parser
     for name in ("max_running", "max_running_per_group"):
         with pytest.raises(shardq.InvalidTask, match=f"between 1 and {top:,}"):
             client.set_limits(Q, **{name: top + 1}, create=True)
         with pytest.raises(shardq.InvalidTask, match=f"between 1 and {top:,}"):
-            limitstext.running(str(top + 1), name)
+            limits.running(str(top + 1), name)
 
 
 def test_a_rate_may_be_given_as_its_text(client: Blocking) -> None:

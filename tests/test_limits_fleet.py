@@ -287,7 +287,7 @@ def test_outcomes_of_an_awaited_limit_are_written_at_once(dsn: str) -> None:
     outcome under a limit that claims wait for is written as its handler ends, and its
     slot taken again at once."""
     from shardq.core.config import ClientConfig
-    from shardq.ops.limits import LISTED_SLOTS
+    from shardq.ops.flow import LISTED_SLOTS
     from shardq.worker.config import WorkerConfig
     from shardq.worker.daemon import Worker
 
@@ -318,7 +318,7 @@ def test_outcomes_of_an_awaited_limit_are_written_at_once(dsn: str) -> None:
 def test_the_listed_slots_bound_is_the_one_the_claims_use() -> None:
     """The bound is bound in from Python: the file never states a number of its own."""
     from shardq.core import sqlfiles
-    from shardq.ops.limits import LISTED_SLOTS, limited_fragments
+    from shardq.ops.flow import LISTED_SLOTS, limited_fragments
 
     assert not re.search(r"\b\d{3,}\b", sqlfiles.text("free_slots"))
     for group in (None, "g"):

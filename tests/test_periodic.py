@@ -16,9 +16,9 @@ import psycopg
 import pytest
 
 import shardq
-from shardq.ops import periodic
-from shardq.ops.cadence import Cadence, Missed
-from shardq.ops.periodic import PeriodicLoop, Schedule
+from shardq.loops import periodic
+from shardq.loops.periodic import PeriodicLoop, Schedule
+from shardq.maths.cadence import Cadence, Missed
 from tests.helpers import one_line_error, shardq_cli
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)

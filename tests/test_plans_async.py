@@ -1,4 +1,4 @@
-"""The control, dead-letter, inspection and figure plans run on the asyncio runner.
+"""The control, dead-letter, inspection, figure and janitor plans run on the asyncio runner.
 
 Each operation is one plan that both runners drive; these tests run them through
 :class:`shardq.core.adb.AsyncDatabase` and check the rows they leave and read, and that
@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import pytest
 
 from shardq.core.adb import AsyncDatabase
+from shardq.core.clock import ManualClock
 from shardq.core.config import ClientConfig
 from shardq.core.db import Database
 from shardq.core.errors import InvalidTask, UnknownQueue
 from shardq.core.statements import Statements
-from shardq.ops import control, deadletters, inspection, queuestats
+from shardq.ops import attempts, control, deadletters, history, inspection, queuestats, workers
 from tests.conftest import Databases
 from tests.helpers import query, scalar
 
@@ -162,3 +163,37 @@ def test_arguments_are_checked_when_the_plan_is_made(databases: Databases) -> No
         deadletters.listing(st, "mail", 0)
     with pytest.raises(InvalidTask):
         queuestats.queues(st, slo_s=-1)
+
+
+def test_janitor_housekeeping_on_asyncio(databases: Databases) -> None:
+    """The janitor's fold, purge and prune are plans the asyncio runner drives too; the
+    hour's series reads what the fold left."""
+    url = databases.create()
+    clock = ManualClock(datetime.now(UTC))
+    query(url, "INSERT INTO shardq.throughput (queue, period, slot, enqueued, completed) "
+               "VALUES ('mail', date_trunc('minute', now()) - interval '10 min', 0, 7, 3), "
+               "('mail', date_trunc('minute', now()) - interval '10 min' + interval '1 s', "
+               "1, 2, 1) RETURNING 1")
+    query(url, "INSERT INTO shardq.attempts (task_id, slot, attempt, queue, ended_at, outcome) "
+               "SELECT gen_random_uuid(), 0, 1, 'mail', now() - g * interval '400 days', "
+               "'failed' FROM generate_series(1, 3) AS g RETURNING 1")
+
+    async def work(adb: AsyncDatabase, st: Statements) -> tuple[Any, ...]:
+        await adb.perform(workers.register(st, uuid4(), "gone", "host", 1, ["mail"]))
+        clock.advance(st.config.worker_stale_s + 1)
+        folded = await adb.perform(history.fold(st))
+        again = await adb.perform(history.fold(st))
+        minutes = await adb.perform(history.series(st, "mail", 15))
+        purged = await adb.perform(attempts.purge(st))
+        pruned = await adb.perform(workers.prune(st))
+        return folded, again, minutes, purged, pruned
+
+    async def timed(adb: AsyncDatabase, st: Statements) -> tuple[Any, ...]:
+        return await work(adb, Statements(adb, st.config, clock))
+
+    folded, again, minutes, purged, pruned = on_asyncio(url, timed)
+    assert (folded, again) == (1, 0)  # both seconds, one minute; a second fold finds none
+    assert sum(m.enqueued for m in minutes) == 9
+    assert sum(m.completed for m in minutes) == 4
+    assert (purged, pruned) == (3, 1)
+    assert query(url, "SELECT count(*) FROM shardq.attempts") == [(0,)]

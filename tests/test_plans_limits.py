@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from shardq.core import sqlfiles
-from shardq.ops import limits
+from shardq.ops import flow
 from tests.plans import LIMIT, PARAMS, QUEUE, explain
 
 FAIR = "fair"
@@ -48,7 +48,7 @@ def grouped(databases: Any) -> Iterator[psycopg.Connection[Any]]:
 def limited(conn: psycopg.Connection[Any], group: str | None, grouped: bool) -> str:
     """The limited claim the client sends for ``group`` (None: the ungrouped tasks of a
     queue with or without waiting grouped tasks), with its rate tokens spent."""
-    fragments = limits.limited_fragments(group, grouped, "rate_spent")
+    fragments = flow.limited_fragments(group, grouped, "rate_spent")
     return sqlfiles.query("claim_limited", "postgresql", "bucket", LIMIT,
                           fragments=tuple(sorted(fragments.items()))).as_string(conn)
 

@@ -19,8 +19,8 @@ from shardq.cli import sqlshow
 from shardq.cli.main import main
 from shardq.core.plan import Atomic, CopyIn, Fetch, Request
 from shardq.core.statements import Statements
-from shardq.ops import claims, limits, produce, settle
-from shardq.ops.limits import Control, Limits
+from shardq.ops import claims, flow, produce, settle
+from shardq.ops.flow import Control, Limits
 from shardq.ops.rates import Rate
 from shardq.ops.results import Kept
 from tests.conftest import ROOT
@@ -53,7 +53,7 @@ def sent(request: Request) -> bytes:
 
 def turn(st: Statements, control: Control, after: str | None
          ) -> Generator[Request, Any, Any]:
-    return limits.claim_turn(st, QUEUE, 0, after=after, control=control,
+    return flow.claim_turn(st, QUEUE, 0, after=after, control=control,
                              limit=sqlshow.BATCH, lease_s=None).steps()
 
 
@@ -121,7 +121,7 @@ def test_a_statement_is_shown_whole_with_its_values_named(
     assert "%(group)s" in statement
     assert "%(queue)s" in statement
     assert "LIKE 'lease expired:%'" in statement  # as the server receives it, not %%
-    assert f"<= {limits.LISTED_SLOTS}" in statement
+    assert f"<= {flow.LISTED_SLOTS}" in statement
     assert '"group_slot"' in statement
     assert '"max_running_per_group"' in statement
     assert "%(bucket)s" not in out  # a group's claim reads no bucket

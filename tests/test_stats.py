@@ -12,7 +12,8 @@ import pytest
 
 import shardq
 from shardq.core.plan import plan
-from shardq.ops import forecast, queuestats
+from shardq.maths import forecast
+from shardq.ops import queuestats
 from shardq.worker.metrics import Metrics
 from shardq.worker.observe import StatsSampler
 from tests.conftest import Databases

@@ -17,7 +17,7 @@ import shardq
 from shardq.cli import doctor
 from shardq.core import migrate
 from shardq.core.config import ClientConfig, load
-from shardq.ops.vacuum import LOCK_KEY, MAINTAIN_SINCE, Vacuumer
+from shardq.loops.vacuum import LOCK_KEY, MAINTAIN_SINCE, Vacuumer
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
 from tests.conftest import Databases

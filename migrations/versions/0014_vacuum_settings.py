@@ -11,7 +11,7 @@ count (scale factors 0) and run without cost-based sleeping; this one:
 - lowers the triggers to 1,000 dead rows and 1,000 inserted rows: at a few hundred
   tasks a second autovacuum is then due at every ``autovacuum_naptime`` (default one
   minute, a server-wide setting no table can shorten; the janitor's vacuum step,
-  ``shardq.ops.vacuum``, covers the time in between);
+  ``shardq.loops.vacuum``, covers the time in between);
 - keeps ``autovacuum_vacuum_cost_delay = 0`` and the scale factors at 0 (restated,
   so this revision alone says what the table runs with);
 - sets ``vacuum_truncate = false``: a vacuum that finds empty pages at the end of

@@ -6,7 +6,7 @@ Revises: 0018
 ``max_running`` and ``max_running_per_group`` cap running tasks; ``rate_*`` and
 ``rate_per_group_*`` cap claims per period (a count, a period and a burst); ``rate_tat``
 is the queue's rate state (the generic cell rate algorithm's theoretical arrival
-time).  NULL: no such limit.  See revision 0018 and ``shardq.ops.limits``.
+time).  NULL: no such limit.  See revision 0018 and ``shardq.ops.flow``.
 """
 
 from alembic import op

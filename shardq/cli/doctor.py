@@ -21,7 +21,8 @@ from shardq.client import Client
 from shardq.core import sqlfiles
 from shardq.core.config import ClientConfig
 from shardq.core.plan import plan
-from shardq.ops import control, limits, queuestats, vacuum
+from shardq.loops import vacuum
+from shardq.ops import control, flow, queuestats
 from shardq.ops.queuestats import QueueStats
 from shardq.worker.config import WorkerConfig
 
@@ -181,7 +182,7 @@ def saturation(client: Client, samples: int = SATURATION_SAMPLES,
     ``samples`` looks ``gap_s`` apart: the limit, not the workers, sets their pace."""
     st = client.statements
     names = st.perform(plan(lambda: control.names(st)))
-    found = st.perform(limits.controls(st, names)) if names else {}
+    found = st.perform(flow.controls(st, names)) if names else {}
     limited = sorted(q for q, c in found.items() if c.limits.max_running is not None)
     if not limited:
         return Finding("limits", True, "no queue has a max_running limit")

@@ -1,31 +1,40 @@
-"""The ``shardq`` command line.
+"""The ``shardq`` command line: its parser (every subcommand and flag) and :func:`main`.
 
-Each command imports what it needs when it runs (the client, the migrations, the
-embedded server, the worker): ``shardq --help`` and the quick commands then start in a
-fraction of the time that importing everything at once costs.
+The commands (:mod:`shardq.cli.commands`, :mod:`shardq.cli.ops`) import what they need
+when they run (the client, the migrations, the embedded server, the worker): ``shardq
+--help`` and the quick commands then start in a fraction of the time that importing
+everything at once costs.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
-import time
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, NoReturn
 
 from shardq.cli import ops as cli_ops
-from shardq.core.config import DEFAULT_DEAD_LIST, ClientConfig, add_arguments, from_arguments
-from shardq.core.errors import ConfigError, ShardqError
-from shardq.core.redaction import redact
+from shardq.cli.commands import (
+    cmd_consume,
+    cmd_db,
+    cmd_dead,
+    cmd_demo,
+    cmd_doctor,
+    cmd_janitor,
+    cmd_migrate,
+    cmd_periodic,
+    cmd_sql,
+    cmd_task,
+)
+from shardq.core.config import DEFAULT_DEAD_LIST, ClientConfig, add_arguments
+from shardq.core.errors import ShardqError
 from shardq.core.validate import MAX_CLAIM
 from shardq.worker.config import WorkerConfig
 
 if TYPE_CHECKING:
-    from shardq.client import Client
+    pass
 
 Handler = Callable[[argparse.Namespace], int]
 MAX_DEMO_TASKS = 10_000_000
@@ -61,204 +70,6 @@ def count(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
-def _client(args: argparse.Namespace) -> Client:
-    from shardq.client import Client  # the driver and its pool: only commands that connect
-
-    return Client(config=from_arguments(ClientConfig, args))
-
-
-def cmd_migrate(args: argparse.Namespace) -> int:
-    """Create or upgrade the schema (or print its DDL with --sql)."""
-    from shardq.core import (
-        embedded,
-        migrate,  # alembic and SQLAlchemy: for this command only
-    )
-
-    config = from_arguments(ClientConfig, args)
-    dsn = config.dsn
-    if args.sql:
-        if dsn is None and args.dialect is None:
-            raise ConfigError("--sql needs --dialect postgresql or --dialect cockroachdb (no "
-                              "database is needed), or --dsn to render for that database")
-        migrate.upgrade(dsn, bucket_count=config.bucket_count, sql=True, dialect=args.dialect,
-                        revision=args.revision)
-        return 0
-    if dsn is None:
-        dsn = embedded.ensure_started()
-    was = migrate.current(dsn)
-    migrate.upgrade(dsn, bucket_count=config.bucket_count, dialect=args.dialect,
-                    revision=args.revision)
-    now = migrate.current(dsn)
-    at = f"{now} (head)" if now == migrate.head() else str(now)
-    print(f"schema already at revision {at}" if now == was else
-          f"schema upgraded from revision {was} to {at}" if was else
-          f"schema created at revision {at}")
-    return 0
-
-
-def cmd_janitor(args: argparse.Namespace) -> int:
-    """Run the janitor: one pass with --once, else until interrupted."""
-    from shardq.ops.vacuum import Vacuumer
-
-    with _client(args) as client:
-        if args.once:
-            print(json.dumps(vars(client.run_janitor_once())))
-            return 0
-        janitor = client.janitor()
-        vacuumer = Vacuumer(client)
-        janitor.start()
-        if vacuumer.applies:
-            vacuumer.start()
-        try:
-            while janitor.running:
-                time.sleep(1)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            vacuumer.stop()
-            janitor.stop()
-    return 0
-
-
-def cmd_db(args: argparse.Namespace) -> int:
-    """Manage the embedded PostgreSQL."""
-    from shardq.core import embedded  # the driver: for this command only
-
-    if args.action == "url":
-        print(embedded.ensure_started())
-    elif args.action == "stop":
-        print("stopped" if embedded.stop() else "not running")
-    return 0
-
-
-def cmd_task(args: argparse.Namespace) -> int:
-    """Show one task's state and history, or cancel it."""
-    if args.action == "cancel":
-        return cli_ops.cmd_cancel(args)
-    with _client(args) as client:
-        info = client.get(args.id)
-        history = info.history if info is not None else tuple(client.attempts(args.id))
-    if info is None:
-        print(f"no task {args.id} (finished, purged or never enqueued)", file=sys.stderr)
-        if not history:
-            return 1
-    else:
-        for key, value in vars(info).items():
-            if key in ("status", "history"):  # `state` tells scheduled from available
-                continue
-            shown = json.dumps(value, ensure_ascii=False) if key == "payload" else value
-            shown = redact(shown) if key == "last_error" and shown else shown
-            print(f"{key:>22}: {shown}")
-    if history:
-        print(cli_ops.attempts_table(list(history)))
-    return 0
-
-
-def cmd_dead(args: argparse.Namespace) -> int:
-    """List, retry or purge dead tasks."""
-    with _client(args) as client:
-        if args.action == "list":
-            for info in client.dead(args.queue, limit=args.limit):
-                error = (info.last_error or "").strip().splitlines()
-                print(json.dumps({"id": str(info.id), "died_at": info.exec_time.isoformat(),
-                                  "key": info.key, "attempts": info.attempts,
-                                  "times_requeued": info.times_requeued,
-                                  "last_error": redact(error[-1]) if error else None}))
-        elif args.action == "retry":
-            if bool(args.ids) == bool(args.queue):
-                print("shardq: give task ids or --queue", file=sys.stderr)
-                return 2
-            retried = client.retry_dead(args.ids or None, queue=args.queue)
-            print(f"retried {len(retried)} task(s)")
-        elif not args.yes:
-            print(f"shardq: purge deletes dead tasks of {args.queue} for good: add --yes",
-                  file=sys.stderr)
-            return 2
-        else:
-            print(f"purged {client.purge_dead(args.queue, older_than_s=args.older_than_s)} "
-                  "task(s)")
-    return 0
-
-
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
-
-
-def cmd_periodic(args: argparse.Namespace) -> int:
-    """List the periodic schedules, or fire one now."""
-    from shardq.ops import periodic  # croniter and the time zones: for this command only
-
-    with _client(args) as client:
-        if args.action == "list":
-            for info in periodic.listing(client.statements):
-                print(json.dumps({
-                    "name": info.name, "expression": info.expression, "tz": info.tz,
-                    "queue": info.queue, "missed": info.missed,
-                    "last_slot": _iso(info.last_slot), "next_slot": _iso(info.next_slot),
-                    "removed_at": _iso(info.removed_at), "error": info.error}))
-            return 0
-        name = _schedule_named(args.name, [i.name for i in periodic.listing(client.statements)])
-        if name is None:
-            return 2
-        task_id = periodic.run_now(client.statements, name)
-    if task_id is None:  # deleted since it was listed
-        print(f"shardq: no periodic schedule named {name!r}", file=sys.stderr)
-        return 2
-    print(task_id)
-    return 0
-
-
-def _schedule_named(name: str, names: list[str]) -> str | None:
-    """The schedule ``name`` means: its full name, or the one name that ends in
-    ``.name`` (schedules are named module.function); None, said on stderr, otherwise."""
-    if name in names:
-        return name
-    matches = [n for n in names if n.endswith("." + name)]
-    if len(matches) == 1:
-        return matches[0]
-    if matches:
-        print(f"shardq: {len(matches)} periodic schedules end in {name!r}: give the full "
-              f"name, one of {', '.join(matches)}", file=sys.stderr)
-    else:
-        print(f"shardq: no periodic schedule named {name!r} (`shardq periodic list` shows "
-              "them)", file=sys.stderr)
-    return None
-
-
-def cmd_doctor(args: argparse.Namespace) -> int:
-    """Check a live database and print advice; 1 when something needs attention."""
-    from shardq.cli import doctor  # the driver and the checks: for this command only
-
-    with _client(args) as client:
-        findings = doctor.examine(client, from_arguments(WorkerConfig, args))
-    for finding in findings:
-        print(f"{'ok' if finding.ok else 'WARN':<4}  {finding.check}: {finding.seen}")
-        if finding.advice:
-            print(f"      advice: {finding.advice}")
-    return 0 if all(f.ok for f in findings) else 1
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    """Enqueue and consume a batch of no-op tasks and print the rates."""
-    from shardq.cli import demo
-    from shardq.core import embedded
-
-    with _client(args) as client:
-        demo.run(client, tasks=args.tasks, threads=args.threads, limit=args.limit, out=sys.stdout)
-        if client.config.dsn is None:
-            print(f"the embedded PostgreSQL keeps running, its data in {embedded.data_dir()}; "
-                  "`shardq db stop` stops it")
-    return 0
-
-
-def cmd_consume(args: argparse.Namespace) -> int:
-    """Run a worker for an app or a handler function."""
-    from shardq.worker.run import run  # the whole daemon: for this command only
-
-    return run(args.target, from_arguments(ClientConfig, args), from_arguments(WorkerConfig, args),
-               verbose=args.verbose)
-
-
 class Version(argparse.Action):
     """``--version``: ``shardq X.Y.Z``, the installed distribution's version (read only
     when asked for: the metadata lookup would slow every command's start)."""
@@ -273,17 +84,6 @@ class Version(argparse.Action):
             found = "(not installed)"
         print(f"shardq {found}")
         parser.exit()
-
-
-def cmd_sql(args: argparse.Namespace) -> int:
-    """List the statements of the hot path, or print one whole."""
-    from shardq.cli import sqlshow  # the statements' modules: for this command only
-
-    if args.action == "list" or args.name is None:
-        print(sqlshow.listing(), end="")
-    else:
-        print(sqlshow.show(args.name, args.dialect), end="")
-    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:

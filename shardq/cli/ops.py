@@ -36,12 +36,12 @@ def budget(raw: str) -> float:
 
 
 def _typed(parser: str, name: str) -> Callable[[str], Any]:
-    """An argparse type from the parser ``parser`` of :mod:`shardq.ops.limitstext`."""
+    """An argparse type from the parser ``parser`` of :mod:`shardq.text.limits`."""
     def typed(raw: str) -> Any:
-        from shardq.ops import limitstext  # the driver comes with it: not for --help
+        from shardq.text import limits  # the driver comes with it: not for --help
 
         try:
-            return getattr(limitstext, parser)(raw, name)
+            return getattr(limits, parser)(raw, name)
         except InvalidTask as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -167,15 +167,15 @@ LIMIT_OPTIONS = ("max_running", "max_running_per_group", "rate", "rate_per_group
 def cmd_limit(args: argparse.Namespace) -> int:
     """``shardq queue limit QUEUE [...]``: change the limits given (the others stay; with
     --clear, every one not given goes), then print them; with no option, print them."""
-    from shardq.ops import limitstext
-    from shardq.ops.limits import Limits
+    from shardq.ops.flow import Limits
+    from shardq.text import limits
 
     changes = {name: getattr(args, name) for name in LIMIT_OPTIONS
                if getattr(args, name) is not None}
     with _client(args) as client:
         found = client.limits(args.queue)
         if changes or args.clear:
-            new = limitstext.merged(Limits() if args.clear else found.limits, **changes)
+            new = limits.merged(Limits() if args.clear else found.limits, **changes)
             try:
                 client.set_limits(args.queue, max_running=new.max_running,
                                   max_running_per_group=new.max_running_per_group,
@@ -191,7 +191,7 @@ def cmd_limit(args: argparse.Namespace) -> int:
                           "running_most_group": found.running_most_group}))
         return 0
     print(f"queue {args.queue}: " + ("limits" if found.limits.any else "no limits"))
-    for line in limitstext.lines(found) if found.limits.any else []:
+    for line in limits.lines(found) if found.limits.any else []:
         print("  " + line)
     return 0
 

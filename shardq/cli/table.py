@@ -22,9 +22,9 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from shardq.ops.figures import count, duration
-from shardq.ops.limitstext import summary
 from shardq.ops.queuestats import QueueStats
+from shardq.text.figures import count, duration
+from shardq.text.limits import summary
 
 REFRESH_S = 1.0
 

@@ -3,7 +3,7 @@
 Each query lives in ``sql/<name>.sql``; a file in ``sql/<dialect>/`` overrides the
 shared one for that engine.  Templates take ``{placeholders}`` that are filled only
 with identifiers (the bucket column), literals (the row limit, constants of the code
-such as :data:`shardq.ops.limits.LISTED_SLOTS`) and fragments shardq controls, never
+such as :data:`shardq.ops.flow.LISTED_SLOTS`) and fragments shardq controls, never
 with user input; values always travel as bound parameters.  A file used twice in one
 statement with different identifiers in it is a :class:`Part` where it is used.
 """

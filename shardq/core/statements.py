@@ -3,7 +3,7 @@
 :class:`Statements` holds what every feature module needs to talk to the database:
 the runner (with the schema's layout and dialect), the client's settings and the
 clock.  Feature modules (:mod:`shardq.ops.produce`, :mod:`shardq.ops.settle`,
-:mod:`shardq.ops.keys`, :mod:`shardq.ops.janitor`, :mod:`shardq.ops.deadletters`,
+:mod:`shardq.ops.keys`, :mod:`shardq.loops.janitor`, :mod:`shardq.ops.deadletters`,
 :mod:`shardq.ops.inspection`, :mod:`shardq.spark.merge`) take one of these, so each can
 be used and tested without a :class:`shardq.Client`.
 """

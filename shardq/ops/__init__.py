@@ -1,3 +1,5 @@
-"""The queue's operations: enqueue, claim, settle, keys, control, dead letters, reading
-tasks and queue figures back, and the janitor's, periodic schedules' and vacuum step's
-work.  Each module takes a :class:`shardq.core.statements.Statements`."""
+"""The queue's operations, each a function over :class:`shardq.core.statements.Statements`
+that makes a :class:`~shardq.core.plan.Plan`: enqueue, claim, flow control, settle,
+keys, control, dead letters, results, reading tasks, figures and throughput back, and
+the janitor's statements.  Both clients and the blocking loops
+(:mod:`shardq.loops`) run them."""

@@ -35,14 +35,18 @@ def read(rows: list[tuple[object, ...]]) -> list[Attempt]:
     return [Attempt(*row) for row in rows]  # type: ignore[arg-type]
 
 
-def purge(st: Statements) -> int:
+def purge(st: Statements) -> Plan[int]:
     """Delete attempts that ended more than ``attempts_retention_s`` ago, in bounded
-    batches (the janitor calls it); returns how many."""
+    batches (the janitor runs it); its value is how many."""
     limit = st.config.janitor_batch
     query = st.query("janitor_attempts", limit)
-    purged = 0
-    while True:
-        rows = st.all(query, {"attempts_retention_s": st.config.attempts_retention_s})
-        purged += len(rows)
-        if len(rows) < limit:
-            return purged
+
+    def steps() -> Steps[int]:
+        purged = 0
+        while True:
+            rows = yield st.fetch(query, {"attempts_retention_s": st.config.attempts_retention_s})
+            purged += len(rows)
+            if len(rows) < limit:
+                return purged
+
+    return plan(steps)

@@ -4,7 +4,7 @@ Each operation is a :class:`~shardq.core.plan.Plan` (run it with ``st.perform(pl
 or an asyncio runner's ``perform``); its arguments are checked when the plan is made.
 The paused state lives in ``shardq.queues`` and every claim checks it, so it holds
 for every worker at once and survives restarts; resuming clears it (and deletes
-the queue's row unless it holds limits, see :mod:`shardq.ops.limits`).
+the queue's row unless it holds limits, see :mod:`shardq.ops.flow`).
 Pause and resume refuse a queue with no tasks, no pause and no recent activity (a
 typo would otherwise be listed as a queue from then on); ``pause(create=True)``
 pauses a queue before its first task.  A cancelled task's row is deleted:

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from shardq.core import validate
-from shardq.core.db import Conn
 from shardq.core.errors import InvalidTask
+from shardq.core.plan import Atomic, Plan, Steps, plan
 from shardq.core.statements import Statements
 
 KEEP_S = 300.0  # per-second counts kept (rates read the last minute of them)
@@ -32,30 +32,38 @@ class Minute:
     completed: int
 
 
-def fold(st: Statements) -> int:
+def fold(st: Statements) -> Plan[int]:
     """Fold old per-second counts into minute rows and forget expired minutes, in one
-    transaction; returns how many per-second rows were folded (the janitor calls it)."""
-    fold_query, add_query = st.query("throughput_fold"), st.query("throughput_fold_add")
-    params = st.params(keep_s=KEEP_S, history_s=HISTORY_S)
+    transaction; its value is how many per-second rows were folded (the janitor runs it)."""
+    params = {"keep_s": KEEP_S, "history_s": HISTORY_S}
 
-    def work(conn: Conn) -> int:
-        with conn.transaction():
-            rows = conn.execute(fold_query, params).fetchall()
-            if rows:
-                queues, minutes, enqueued, completed = (list(c) for c in zip(*rows, strict=True))
-                conn.execute(add_query, {"queues": queues, "minutes": minutes,
-                                         "enqueued": enqueued, "completed": completed})
+    def folded() -> Steps[int]:
+        rows = yield st.fetch("throughput_fold", params)
+        if rows:
+            queues, minutes, enqueued, completed = (list(c) for c in zip(*rows, strict=True))
+            yield st.execute("throughput_fold_add", {"queues": queues, "minutes": minutes,
+                                                     "enqueued": enqueued,
+                                                     "completed": completed})
         return len(rows)
 
-    return st.run(work)
+    def steps() -> Steps[int]:
+        count: int = yield Atomic(folded)
+        return count
+
+    return plan(steps)
 
 
-def series(st: Statements, queue: str | None = None, minutes: int = MAX_MINUTES) -> list[Minute]:
+def series(st: Statements, queue: str | None = None,
+           minutes: int = MAX_MINUTES) -> Plan[list[Minute]]:
     """Per-minute counts of ``queue`` (every queue when None) over the last ``minutes``
     minutes, the current one last; a minute with nothing counted has zeros."""
     if isinstance(minutes, bool) or not isinstance(minutes, int) \
             or not 1 <= minutes <= MAX_MINUTES:
         raise InvalidTask(f"minutes must be an integer in [1, {MAX_MINUTES}], got {minutes!r}")
     name = None if queue is None else validate.queue_name(queue)
-    rows = st.all("throughput_history", {"queue": name, "minutes": minutes})
-    return [Minute(at, enqueued, completed) for at, enqueued, completed in rows]
+
+    def steps() -> Steps[list[Minute]]:
+        rows = yield st.fetch("throughput_history", {"queue": name, "minutes": minutes})
+        return [Minute(at, enqueued, completed) for at, enqueued, completed in rows]
+
+    return plan(steps)

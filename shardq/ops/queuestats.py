@@ -18,7 +18,7 @@ below the capped count, which is a sure lower bound.  The sample is:
 Rates come from ``shardq.throughput``, which the enqueue and ack statements add to
 (``sql/throughput_add.sql``): tasks enqueued and completed (acked) in the last minute.
 
-A queue's limits (:mod:`shardq.ops.limits`) come with its figures, read for every
+A queue's limits (:mod:`shardq.ops.flow`) come with its figures, read for every
 queue at once: each limit, how much of it is in use, and whether it is *saturated*
 (``max_running`` full while due tasks wait).
 
@@ -39,8 +39,9 @@ from shardq.core import validate
 from shardq.core.errors import InvalidTask
 from shardq.core.plan import Plan, Steps, plan
 from shardq.core.statements import Statements
-from shardq.ops import control, forecast
-from shardq.ops.limits import Control, controls
+from shardq.maths import forecast
+from shardq.ops import control
+from shardq.ops.flow import Control, controls
 from shardq.ops.rates import Rate
 
 COUNT_BUDGET = 16384  # index entries one state's count reads at most, over all buckets

@@ -63,7 +63,11 @@ def listing(st: Statements) -> Plan[list[WorkerInfo]]:
     return plan(steps)
 
 
-def prune(st: Statements) -> int:
-    """Delete the rows of workers not seen for ``worker_stale_s`` (the janitor calls
-    it); returns how many."""
-    return len(st.all("janitor_workers", {"worker_stale_s": st.config.worker_stale_s}))
+def prune(st: Statements) -> Plan[int]:
+    """Delete the rows of workers not seen for ``worker_stale_s`` (the janitor runs
+    it); its value is how many."""
+    def steps() -> Steps[int]:
+        rows = yield st.fetch("janitor_workers", {"worker_stale_s": st.config.worker_stale_s})
+        return len(rows)
+
+    return plan(steps)

@@ -15,7 +15,8 @@ from uuid import UUID
 from shardq.core import validate
 from shardq.core.errors import InvalidTask
 from shardq.core.statements import Statements
-from shardq.ops import control, deadletters, limits, limitstext
+from shardq.ops import control, deadletters, flow
+from shardq.text import limits
 
 ACTION_ROWS = 1000
 
@@ -55,7 +56,7 @@ LIMIT_FIELDS = ("max_running", "max_running_per_group", "rate", "rate_per_group"
 def limit(st: Statements, queue: str, fields: Mapping[str, str], *,
           create: bool = False) -> Done:
     """Change ``queue``'s limits named in ``fields`` (as written in
-    :mod:`shardq.ops.limitstext`; empty or ``none`` removes one); the others stay.  A
+    :mod:`shardq.text.limits`; empty or ``none`` removes one); the others stay.  A
     queue shardq does not know is refused (:class:`~shardq.UnknownQueue`) unless
     ``create``, as by :meth:`shardq.Client.set_limits`."""
     unknown = set(fields) - set(LIMIT_FIELDS)
@@ -64,12 +65,12 @@ def limit(st: Statements, queue: str, fields: Mapping[str, str], *,
                           + ", ".join(LIMIT_FIELDS))
     changes: dict[str, Any] = {}
     for name, text in fields.items():
-        parse = limitstext.rate if name.startswith("rate") else limitstext.running
+        parse = limits.rate if name.startswith("rate") else limits.running
         changes[name] = parse(str(text), name)
-    old = st.perform(limits.control(st, queue)).limits
-    new = st.perform(limits.set_limits(st, queue, limitstext.merged(old, **changes),
+    old = st.perform(flow.control(st, queue)).limits
+    new = st.perform(flow.set_limits(st, queue, limits.merged(old, **changes),
                                        create=create))
-    shown = limitstext.summary_of(new)
+    shown = limits.summary_of(new)
     return Done(f"{queue}: " + (f"limits set ({shown})" if shown else "no limits"), 1)
 
 

@@ -70,7 +70,8 @@ def get_workers(request: Request) -> JSONResponse:
 
 def get_throughput(request: Request) -> JSONResponse:
     """Tasks enqueued and completed per minute over the last hour."""
-    minutes = history.series(context(request).st, request.query_params.get("queue"))
+    st = context(request).st
+    minutes = st.perform(history.series(st, request.query_params.get("queue")))
     return JSONResponse({"minutes": reads.minutes_json(minutes)})
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
-from shardq.ops.figures import short
 from shardq.ops.history import Minute
+from shardq.text.figures import short
 
 WIDTH, HEIGHT = 720, 200
 LEFT, RIGHT, TOP, BOTTOM = 56, 12, 24, 28

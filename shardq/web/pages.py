@@ -20,7 +20,8 @@ from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
 from shardq.core.errors import UnknownQueue
-from shardq.ops import attempts, figures, history, inspection, limitstext, queuestats, workers
+from shardq.ops import attempts, history, inspection, queuestats, workers
+from shardq.text import figures, limits
 from shardq.web import actions, chart, reads
 from shardq.web.auth import COOKIE
 from shardq.web.context import Context, context
@@ -28,8 +29,8 @@ from shardq.web.timeline import timeline
 
 ENV = Environment(loader=PackageLoader("shardq.web", "templates"), autoescape=True)
 ENV.filters.update(short=figures.short, duration=figures.duration, figure=figures.count,
-                   size=reads.payload_bytes, limits=limitstext.summary,
-                   rate_field=limitstext.rate_field)
+                   size=reads.payload_bytes, limits=limits.summary,
+                   rate_field=limits.rate_field)
 TEMPLATES = Jinja2Templates(env=ENV)
 
 
@@ -100,7 +101,7 @@ def workers_page(request: Request) -> Response:
 def chart_svg(request: Request) -> Response:
     """The hour's throughput (one queue's with ``?queue=``) as SVG."""
     st = context(request).st
-    minutes = history.series(st, request.query_params.get("queue") or None)
+    minutes = st.perform(history.series(st, request.query_params.get("queue") or None))
     return Response(chart.svg(minutes, reads.now(st)), media_type="image/svg+xml",
                     headers={"Cache-Control": "no-store"})
 

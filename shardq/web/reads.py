@@ -70,7 +70,7 @@ def queue_view(st: Statements, name: str, rows: int = LIST_ROWS) -> QueueView:
     }
     reads: dict[str, Callable[[], Any]] = {
         **{field: partial(st.perform, plan) for field, plan in plans.items()},
-        "throughput": partial(history.series, st, name),
+        "throughput": partial(st.perform, history.series(st, name)),
     }
     futures = {field: _READERS.submit(read) for field, read in reads.items()}
     return QueueView(**{field: future.result() for field, future in futures.items()})

@@ -52,7 +52,7 @@ class WorkerConfig:
     slo_s: float = setting(0.0, "process-by budget per task for the metrics' SLO forecasts "
                                 "(0: none)", low=0.0, high=DAY_S)
     # At most a minute: a missed="skip" schedule runs only a slot seen within a minute of
-    # its time (shardq.ops.cadence.ON_TIME_S, not imported: croniter would slow `--help`), so
+    # its time (shardq.maths.cadence.ON_TIME_S, not imported: croniter would slow `--help`), so
     # checking less often could skip every slot.
     periodic_interval_s: float = setting(1.0, "how often the app's periodic schedules are "
                                               "checked for a due slot", low=0.1, high=60.0,

@@ -1,6 +1,6 @@
 """What a worker knows of its queues' flow control, looked up at most once a second.
 
-The cached :class:`~shardq.ops.limits.Control` only chooses how a claimer claims a
+The cached :class:`~shardq.ops.flow.Control` only chooses how a claimer claims a
 queue (a plain bucket claim, or a turn under limits and groups); the limits
 themselves are read and kept by the claim statements, and a plain claim takes nothing
 from a queue that became controlled.  So a stale view costs a second of empty claims
@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 from shardq.client import Client
 from shardq.core.errors import ShardqError
-from shardq.ops.limits import Control
+from shardq.ops.flow import Control
 
 log = logging.getLogger("shardq.worker")
 

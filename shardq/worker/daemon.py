@@ -29,8 +29,8 @@ from shardq.core.loop import Loop
 from shardq.core.task import Task
 from shardq.core.validate import queue_name
 from shardq.handler import Context
-from shardq.ops.periodic import PeriodicLoop, register
-from shardq.ops.vacuum import Vacuumer
+from shardq.loops.periodic import PeriodicLoop, register
+from shardq.loops.vacuum import Vacuumer
 from shardq.worker.buffer import Buffer
 from shardq.worker.claimer import Claimer, Schedule
 from shardq.worker.completer import Completer, Outcome
@@ -184,7 +184,7 @@ class Worker:
 
     def _awaited(self, task: Task) -> bool:
         """Whether claims may be waiting for the slot ``task`` holds (see
-        :attr:`~shardq.ops.limits.Control.awaited`): its outcome is written at once
+        :attr:`~shardq.ops.flow.Control.awaited`): its outcome is written at once
         rather than batched.  Under a limit that never binds, batching stays."""
         return self.controls.get(task.queue).awaited
 

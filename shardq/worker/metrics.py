@@ -34,7 +34,7 @@ QUEUE_GAUGES = (
      "budget (0: it has; absent: not at the current rates)", "slo_breach_in_s"),
     ("shardq_queue_consumers_needed", "Tasks in flight at once needed to stay within the "
      "budget at the measured per-consumer rate", "consumers_needed"),
-    # Flow control (see shardq.ops.limits): each limit (absent: none set) and its use.
+    # Flow control (see shardq.ops.flow): each limit (absent: none set) and its use.
     ("shardq_queue_max_running", "The queue's limit on tasks running at once across every "
      "worker (absent: none)", "max_running"),
     ("shardq_queue_limit_running", "Tasks holding a slot of the queue's max_running "

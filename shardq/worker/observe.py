@@ -10,7 +10,7 @@ import time
 
 from shardq.client import Client
 from shardq.core.loop import Loop
-from shardq.ops.janitor import Janitor, JanitorReport
+from shardq.loops.janitor import Janitor, JanitorReport
 from shardq.ops.queuestats import many
 from shardq.worker.metrics import Metrics
 

@@ -14,10 +14,11 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from shardq.app import App, TaskFunction
+from shardq.app import App
 from shardq.core import tracing
 from shardq.core.config import ClientConfig
 from shardq.core.errors import ConfigError
+from shardq.taskfunction import TaskFunction
 from shardq.worker import logs, processes
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker

@@ -38,10 +38,11 @@ from shardq.contrib.django.compat import (
     task_backends,
     task_enqueued,
 )
+from shardq.core.arguments import Arguments
 from shardq.core.errors import InvalidTask as InvalidArguments
 from shardq.core.plan import Plan
 from shardq.core.task import TaskId
-from shardq.core.validate import QUEUE_NAME, Arguments
+from shardq.core.validate import QUEUE_NAME
 
 
 def head_start(priority: int, step_s: int) -> int:

@@ -93,7 +93,7 @@ def janitor_pass(st: Statements, *, prune: bool = True) -> JanitorReport:
     delete expired attempts and forget stale workers)."""
     report = JanitorReport()
     if prune:
-        history.fold(st)
+        st.perform(history.fold(st))
     for bucket in range(st.bucket_count):
         report += _drain(st, "janitor_promote", bucket, _promoted)
         report += _drain(st, "janitor_rescue", bucket, _rescued)
@@ -105,8 +105,8 @@ def janitor_pass(st: Statements, *, prune: bool = True) -> JanitorReport:
     if prune:
         # Workers are forgotten last: the rescues above still copied the names of the
         # dead ones into the attempts they ended.
-        report += JanitorReport(expired_attempts=attempts.purge(st),
-                                stale_workers=workers.prune(st))
+        report += JanitorReport(expired_attempts=st.perform(attempts.purge(st)),
+                                stale_workers=st.perform(workers.prune(st)))
     return report
 
 

@@ -1,7 +1,7 @@
 """Periodic tasks: durable schedules whose slots are enqueued at most once, by any worker.
 
 Each schedule is a row of ``shardq.periodic``: its expression (see
-:mod:`shardq.ops.cadence`), the task it enqueues and how, ``since`` (when the current
+:mod:`shardq.maths.cadence`), the task it enqueues and how, ``since`` (when the current
 expression took effect) and ``last_slot`` (the last slot fired).  Every worker of an
 app registers the app's schedules when it starts (:func:`register`) and runs a
 :class:`PeriodicLoop`, which reads the rows, works out each one's due slot and fires
@@ -34,8 +34,8 @@ from shardq.core.errors import ConfigError, InvalidTask, SchemaNotReady
 from shardq.core.loop import Loop
 from shardq.core.statements import Statements
 from shardq.core.task import TaskId
-from shardq.ops import cadence
-from shardq.ops.cadence import Cadence, Missed
+from shardq.maths import cadence
+from shardq.maths.cadence import Cadence, Missed
 
 log = logging.getLogger("shardq")
 

@@ -35,7 +35,7 @@ from shardq.core.db import Conn
 from shardq.core.errors import ConnectionLost
 from shardq.core.loop import Loop
 from shardq.core.statements import Statements
-from shardq.ops.janitor import HasStatements
+from shardq.loops.janitor import HasStatements
 
 log = logging.getLogger("shardq")
 

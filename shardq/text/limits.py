@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from shardq.core import validate
 from shardq.core.errors import InvalidTask
-from shardq.ops.limits import Control, Limits
+from shardq.ops.flow import Control, Limits
 from shardq.ops.rates import Rate
 
 if TYPE_CHECKING:

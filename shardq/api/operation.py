@@ -1,0 +1,71 @@
+"""A client call written once: the :class:`operation` descriptor, and the runners it
+reads a call's plan with (:class:`SyncRunner` for the Client, :class:`AsyncRunner` for the
+AsyncClient)."""
+
+from __future__ import annotations
+
+import functools
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Coroutine
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+
+from shardq.core.plan import Plan
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class SyncRunner(ABC):
+    """Runs plans and returns their values (the blocking client)."""
+
+    @abstractmethod
+    def perform(self, plan: Plan[T]) -> T:
+        """Run ``plan`` and return its value."""
+
+
+class AsyncRunner(ABC):
+    """Runs plans as coroutines (the asyncio client)."""
+
+    @abstractmethod
+    async def perform(self, plan: Plan[T]) -> T:
+        """Run ``plan`` and return its value."""
+
+
+class operation(Generic[P, T]):
+    """A client method written once: the decorated function makes a call's plan; read
+    from a client, the method runs that plan with the client's runner."""
+
+    def __init__(self, make: Callable[Concatenate[Any, P], Plan[T]]) -> None:
+        self.make = make
+        # The method's name and docstring, for help() and the API reference.
+        for name in functools.WRAPPER_ASSIGNMENTS:
+            if hasattr(make, name):
+                setattr(self, name, getattr(make, name))
+        self.__wrapped__ = make
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> operation[P, T]: ...
+
+    @overload
+    def __get__(self, obj: SyncRunner, owner: type) -> Callable[P, T]: ...
+
+    @overload
+    def __get__(self, obj: AsyncRunner, owner: type
+                ) -> Callable[P, Coroutine[Any, Any, T]]: ...
+
+    def __get__(self, obj: Any, owner: type) -> Any:
+        if obj is None:
+            return self
+        make, perform = self.make, obj.perform
+
+        @functools.wraps(make)
+        def method(*args: P.args, **kwargs: P.kwargs) -> Any:
+            return perform(make(obj, *args, **kwargs))
+
+        # Kept on the instance, which is looked at before a non-data descriptor: the
+        # next call skips this (the worker calls some of these thousands of times).
+        obj.__dict__[self.name] = method
+        return method
