@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from shardq.core.errors import ConfigError
-from shardq.core.validate import INT4_MAX, MAX_DELAY_S, MAX_LEASE_S, MAX_PAYLOAD_BYTES
+from shardq.core.rules import INT4_MAX
+from shardq.core.validate import MAX_DELAY_S, MAX_LEASE_S, MAX_PAYLOAD_BYTES
 
 # 16 buckets: with 8 to 128 connections claiming at once (pgbench running shardq's claim +
 # ack, `python -m bench --scenarios fleet`) 16 was the fastest or within noise of it,

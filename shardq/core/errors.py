@@ -118,16 +118,16 @@ def map_db_error(exc: psycopg.Error) -> ShardqError:
     """Translate a psycopg error into shardq's hierarchy."""
     from psycopg import errors as pg_errors
 
-    from shardq.core import validate
+    from shardq.core import rules
 
     if isinstance(exc, pg_errors.UndefinedTable | pg_errors.InvalidSchemaName):
         return SchemaNotReady(f"the shardq schema is missing ({exc.diag.message_primary})")
     if isinstance(exc, pg_errors.UndefinedColumn):
         return SchemaNotReady(f"the shardq schema is out of date ({exc.diag.message_primary})")
     if isinstance(exc, pg_errors.CheckViolation | pg_errors.NotNullViolation):
-        broken = (validate.broken_rule(constraint=exc.diag.constraint_name)
+        broken = (rules.broken_rule(constraint=exc.diag.constraint_name)
                   if isinstance(exc, pg_errors.CheckViolation)
-                  else validate.broken_rule(null_column=exc.diag.column_name))
+                  else rules.broken_rule(null_column=exc.diag.column_name))
         if broken:
             return InvalidTask(": ".join(broken))
         return InvalidTask(f"the database refused the task: {exc.diag.message_primary}")

@@ -13,16 +13,17 @@ from uuid import UUID
 
 from shardq.core.errors import InvalidTask
 from shardq.core.redaction import redact
+from shardq.core.rules import (
+    INT4_MAX,
+    MAX_PRIORITY_S,
+    QUEUE_RULE,
+)
 from shardq.core.task import Task
 
 T = TypeVar("T")
 
 QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
-QUEUE_RULE = "1-128 letters, digits, '_', '.', ':' or '-', starting with a letter or digit"
-MAX_KEY_CHARS = 512
-INT4_MAX = 2**31 - 1  # priority, attempts and max_attempts are integer columns
 MAX_DELAY_S = 100 * 365 * 86400
-MAX_PRIORITY_S = INT4_MAX  # about 68 years
 MAX_LEASE_S = 7 * 86400.0
 MAX_PAYLOAD_BYTES = 256 * 1024 * 1024 - 1  # jsonb holds less than 256 MiB
 MAX_CLAIM = 10_000
@@ -289,28 +290,3 @@ def group(value: object) -> str | None:
         raise InvalidTask(f"group must be a string of 1 to {MAX_GROUP_CHARS} characters, "
                           f"got {value!r:.80}")
     return storable("group", value)
-
-
-NOT_NULL = "must not be null"
-# What each CHECK constraint of shardq.tasks that a new task can break asks of it:
-# (the argument, the rule).  Rows that reach the table without these checks (Spark's
-# JDBC writer) learn the rule from here when the database refuses them.
-CHECKS = {
-    "tasks_key_check": ("key", f"must be 1 to {MAX_KEY_CHARS} characters"),
-    "tasks_queue_check": ("queue", f"must be {QUEUE_RULE}"),
-    "tasks_attempts_check": ("max_attempts", f"must be between 1 and {INT4_MAX}"),
-}
-PRIORITY_RULE = f"must be between {-MAX_PRIORITY_S} and {MAX_PRIORITY_S}"
-# Columns whose argument has another name.
-_ARGUMENTS = {"task_group": "group"}
-
-
-def broken_rule(*, constraint: str | None = None,
-                null_column: str | None = None) -> tuple[str, str] | None:
-    """The argument and the rule a row broke: a CHECK constraint of shardq.tasks by its
-    name, or a NOT NULL column; None for a constraint this table does not know."""
-    if constraint is not None and constraint in CHECKS:
-        return CHECKS[constraint]
-    if null_column is not None:
-        return _ARGUMENTS.get(null_column, null_column), NOT_NULL
-    return None

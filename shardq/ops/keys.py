@@ -18,7 +18,7 @@ from uuid import UUID, uuid4
 
 from psycopg.errors import UniqueViolation
 
-from shardq.core import validate
+from shardq.core import rules, validate
 from shardq.core.errors import InvalidTask
 from shardq.core.plan import Plan, Steps
 from shardq.core.statements import Statements
@@ -27,8 +27,8 @@ from shardq.core.task import Task, TaskId, addresses
 
 def check_key(key: object) -> str:
     """A key: a non-empty string of at most 512 characters, without NUL or lone surrogates."""
-    if not isinstance(key, str) or not 1 <= len(key) <= validate.MAX_KEY_CHARS:
-        raise InvalidTask(f"a key must be a string of 1 to {validate.MAX_KEY_CHARS} characters, "
+    if not isinstance(key, str) or not 1 <= len(key) <= rules.MAX_KEY_CHARS:
+        raise InvalidTask(f"a key must be a string of 1 to {rules.MAX_KEY_CHARS} characters, "
                           f"got {key!r:.80}")
     return validate.storable("a key", key)
 

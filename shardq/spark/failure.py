@@ -3,7 +3,7 @@
 Spark reports a refused row as a Py4JJavaError of some 15,000 characters (the Java
 stack of the driver and of the executor, the failed JDBC batch with its rows); the
 database's own sentence sits in it as a ``PSQLException`` line.  That sentence names
-the NOT NULL column or the CHECK constraint, which :func:`shardq.core.validate.broken_rule`
+the NOT NULL column or the CHECK constraint, which :func:`shardq.core.rules.broken_rule`
 turns into the argument and its rule.  The whole error stays the ``__cause__``.
 """
 
@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 from psycopg import errors as pg_errors
 
-from shardq.core import validate
+from shardq.core import rules
 from shardq.core.errors import InvalidTask, SparkWriteError
 from shardq.spark import frame
 
@@ -47,9 +47,9 @@ BATCHES = "batches of the failing partition and other partitions may have commit
 def broken_rule(text: str) -> tuple[str, str] | None:
     """The argument and the rule a refused row broke, read from a Spark error's text."""
     if found := _CHECK.search(text):
-        return validate.broken_rule(constraint=found.group(1))
+        return rules.broken_rule(constraint=found.group(1))
     if found := _NOT_NULL.search(text):
-        return validate.broken_rule(null_column=found.group(1))
+        return rules.broken_rule(null_column=found.group(1))
     if found := _RAISED.search(text):
         return found.group(1), found.group(2)
     if _JSON.search(text):  # the payload is the one JSON column a write sends
@@ -74,7 +74,7 @@ def write_error(exc: BaseException, *, written: str) -> SparkWriteError:
     text = str(exc)
     refused = exc.__cause__
     if isinstance(refused, pg_errors.CheckViolation | pg_errors.NotNullViolation):
-        broken = validate.broken_rule(constraint=refused.diag.constraint_name,
+        broken = rules.broken_rule(constraint=refused.diag.constraint_name,
                                       null_column=refused.diag.column_name)
     else:
         broken = broken_rule(text)

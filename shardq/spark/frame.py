@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from shardq.core import validate
+from shardq.core import rules, validate
 from shardq.core.errors import ConfigError, InvalidTask
 
 # The namespace of the deterministic (version 5) ids of idempotent writes; a job may
@@ -116,9 +116,9 @@ def int_column(F: Any, df: Any, value: ColumnLike | int | None, what: str,
     if kind not in INTEGER_TYPES:
         raise ConfigError(f"{what}: must be an integer column, not {kind}")
     if kind == "long":  # a cast out of int's range would fail naming no column
-        low, rule = ((-validate.MAX_PRIORITY_S, validate.PRIORITY_RULE) if what == "priority"
-                     else (1, validate.CHECKS["tasks_attempts_check"][1]))
-        col = F.when(col.between(low, validate.INT4_MAX) | col.isNull(), col).otherwise(
+        low, rule = ((-rules.MAX_PRIORITY_S, rules.PRIORITY_RULE) if what == "priority"
+                     else (1, rules.CHECKS["tasks_attempts_check"][1]))
+        col = F.when(col.between(low, rules.INT4_MAX) | col.isNull(), col).otherwise(
             F.raise_error(F.lit(f"{RAISED} {what}: {rule}")))
     return F.coalesce(col.cast("int"), F.lit(default))
 

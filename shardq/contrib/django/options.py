@@ -21,7 +21,8 @@ from django.db import connections
 
 from shardq.core.config import ClientConfig, load
 from shardq.core.errors import ConfigError
-from shardq.core.validate import MAX_PRIORITY_S, QUEUE_NAME
+from shardq.core.rules import MAX_PRIORITY_S
+from shardq.core.validate import QUEUE_NAME
 from shardq.ops.results import keep_result_s
 
 KEYS = ("DSN", "DATABASE", "SETTINGS", "KEEP_RESULT_S", "PRIORITY_STEP_S")
