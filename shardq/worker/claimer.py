@@ -30,8 +30,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Protocol
 from uuid import UUID
 
 from shardq.client import Client
@@ -144,32 +146,61 @@ class Schedule:
             self._hints.append(index)
 
 
-class Claimer(Loop[int]):
-    """Claims batches into the buffer; ``run_once`` returns tasks claimed (-1: buffer full).
+@dataclass(frozen=True)
+class Claimed:
+    """What one step of a claimer did: ``tasks`` claimed (0 for an empty claim or none
+    due), or nothing because the buffer had no room (``starved``)."""
 
-    ``demand()`` is how many tasks the buffer should hold now (at most ``capacity``);
-    tasks waiting in it longer than ``max_wait_s`` go to ``give_back``.
-    """
+    tasks: int = 0
+    starved: bool = False
 
-    def __init__(self, name: str, client: Client, schedule: Schedule, *,
-                 buffer: Buffer, capacity: int, keeper: LeaseKeeper,
-                 batch: int, lease_s: Callable[[str], float], metrics: Metrics,
-                 demand: Callable[[], int], max_wait_s: float,
-                 give_back: Callable[[list[Context]], None],
-                 controls: Controls | None = None,
-                 lag: Callable[[], int] = lambda: 0, worker_id: UUID | None = None) -> None:
+
+@dataclass(frozen=True)
+class ClaimSizes:
+    """How much a worker's claimers take: ``batch`` tasks a claim at most, ``capacity``
+    in the buffer at most, each on its queue's lease (``lease_s``); a task waiting in the
+    buffer over ``max_wait_s`` is given back."""
+
+    batch: int
+    capacity: int
+    max_wait_s: float
+    lease_s: Mapping[str, float]
+
+
+class Feeds(Protocol):
+    """The worker a claimer feeds: its parts, and what it says of its handlers now."""
+
+    client: Client
+    buffer: Buffer
+    keeper: LeaseKeeper
+    metrics: Metrics
+    controls: Controls
+    worker_id: UUID
+
+    def demand(self) -> int:
+        """How many tasks the buffer should hold now."""
+
+    def lag(self) -> int:
+        """Outcomes settled but not yet written (they still hold room)."""
+
+    def give_back_waiting(self, contexts: list[Context]) -> None:
+        """Give back tasks that waited in the buffer too long."""
+
+
+class Claimer(Loop[Claimed]):
+    """Claims batches into the buffer of the worker it ``feeds``, sized by ``sizes``, on
+    the targets of its ``schedule``."""
+
+    def __init__(self, name: str, feeds: Feeds, schedule: Schedule, sizes: ClaimSizes) -> None:
         super().__init__(name, schedule.poll_max_s)
-        self.client, self.schedule, self.buffer, self.keeper = client, schedule, buffer, keeper
-        self.capacity, self.lag = capacity, lag
-        self.demand = demand
-        self.max_wait_s, self.give_back = max_wait_s, give_back
-        self.batch, self.lease_s, self.metrics = batch, lease_s, metrics
-        self.worker_id = worker_id
+        self.feeds, self.schedule, self.sizes = feeds, schedule, sizes
+        self.client, self.buffer, self.keeper = feeds.client, feeds.buffer, feeds.keeper
+        self.metrics, self.controls = feeds.metrics, feeds.controls
         self._reset_lock = threading.Lock()
         self._wait_s = 0.0
         self._claiming = False
+        self._starved = False
         self.resume_below = 0  # while starved: the buffer size that leaves room for a claim
-        self.controls = controls
         # Per flow-controlled queue: the last group this claimer served (None: the
         # ungrouped tasks' turn is next), so that its turns go round the groups.
         self._after: dict[str, str | None] = {}
@@ -185,32 +216,34 @@ class Claimer(Loop[int]):
                 self.schedule.reset(queue)
         self.wake()
 
-    def run_once(self) -> int:
+    def run_once(self) -> Claimed:
         """One claim on the next due target, sized to the room left in the buffer."""
-        stale = self.buffer.take_older_than(self.max_wait_s)
+        sizes = self.sizes
+        stale = self.buffer.take_older_than(sizes.max_wait_s)
         if stale:  # the handlers are slower than the demand assumed: let others run these
-            self.give_back(stale)
+            self.feeds.give_back_waiting(stale)
         # The buffer itself is unbounded so a put never blocks; claimers keep it near the
         # demand, at most ``capacity`` (concurrent claimers may overshoot by a batch each),
         # less the completer's lag (see Completer.lag).
-        target = min(self.capacity, self.demand())
-        room = target - self.buffer.qsize() - self.lag()
+        target = min(sizes.capacity, self.feeds.demand())
+        room = target - self.buffer.qsize() - self.feeds.lag()
         # Wait for room for a whole batch (or half the target) while the buffer still
         # feeds the handlers: claiming whatever room a single finished task made would
         # mean one tiny claim per task.
-        low_water = min(self.batch, max(1, target // 2))
+        low_water = min(sizes.batch, max(1, target // 2))
         if room <= 0 or (room < low_water and not self.buffer.empty()):
-            self._wait_s = FULL_BUFFER_WAIT_S
+            self._wait_s, self._starved = FULL_BUFFER_WAIT_S, True
             self.resume_below = max(0, self.buffer.qsize() + room - low_water)
-            return -1
+            return Claimed(starved=True)
+        self._starved = False
         with self._reset_lock:
             index, wait_s = self.schedule.pick()
         if index < 0:
             self._wait_s = wait_s
-            return 0
+            return Claimed()
         queue, bucket = self.schedule.targets[index]
-        limit = claim_size(room, self.batch)
-        lease_s = self.lease_s(queue)
+        limit = claim_size(room, sizes.batch)
+        lease_s = sizes.lease_s[queue]
         self._claiming = True
         tracer = tracing.tracer
         began = time.time_ns() if tracer is not None else 0
@@ -228,19 +261,19 @@ class Claimer(Loop[int]):
             if tracer is not None:  # an empty claim (a poll) makes no span
                 tracer.received(queue, tasks, began)
         self._wait_s = 0.0
-        return len(tasks)
+        return Claimed(len(tasks))
 
     def _claim(self, queue: str, bucket: int, limit: int,
                lease_s: float) -> tuple[list[Task], float | None]:
         """One claim of ``queue`` at ``bucket``: a plain one, or a turn under the queue's
         flow control; with how long a rate asks to wait (None: no rate bound)."""
-        control = self.controls.get(queue) if self.controls is not None else None
-        if control is None or not control.controlled:
+        control = self.controls.get(queue)
+        if not control.controlled:
             return self.client.claim_bucket(queue, bucket, limit=limit, lease_s=lease_s,
-                                            worker_id=self.worker_id), None
+                                            worker_id=self.feeds.worker_id), None
         turn = self.client.claim_turn(queue, bucket, after=self._after.get(queue),
                                       control=control, limit=limit, lease_s=lease_s,
-                                      worker_id=self.worker_id)
+                                      worker_id=self.feeds.worker_id)
         self._after[queue] = turn.after
         if turn.tasks:
             waited, histogram = datetime.now(UTC), self.metrics.limit_wait.labels(queue)
@@ -258,7 +291,7 @@ class Claimer(Loop[int]):
     @property
     def starved(self) -> bool:
         """Whether the claimer is waiting for room in the buffer."""
-        return self._wait_s == FULL_BUFFER_WAIT_S
+        return self._starved
 
     @property
     def idle(self) -> bool:
@@ -266,6 +299,6 @@ class Claimer(Loop[int]):
         pending: a notification given to it is acted on at once."""
         return not (self._claiming or self.starved or self.schedule.hinted)
 
-    def delay_after(self, result: int) -> float:
+    def delay_after(self, result: Claimed) -> float:
         """No pause while claims find work; otherwise until a bucket is due or a wake-up."""
         return self._wait_s

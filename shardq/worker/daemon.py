@@ -18,7 +18,6 @@ import random
 import threading
 import time
 from typing import Any
-from uuid import UUID
 
 from shardq.app import App
 from shardq.client import Client
@@ -32,7 +31,7 @@ from shardq.handler import Context
 from shardq.loops.periodic import PeriodicLoop, register
 from shardq.loops.vacuum import Vacuumer
 from shardq.worker.buffer import Buffer
-from shardq.worker.claimer import Claimer, Schedule
+from shardq.worker.claimer import Claimer, ClaimSizes, Schedule
 from shardq.worker.completer import Completer, Outcome
 from shardq.worker.config import WorkerConfig
 from shardq.worker.controls import Controls
@@ -92,7 +91,9 @@ class Worker:
         self.listener = (Listener(self.client.db.dsn, set(queues), self._heard,
                                   connect_timeout_s=client_config.connect_timeout_s)
                          if config.listen and self.client.dialect.notify else None)
-        self.claimers = self._claimers(queues, leases, self.presence.id)
+        self.worker_id = self.presence.id
+        self.controls = Controls(self.client, queues)
+        self.claimers = self._claimers(queues, leases)
         self.janitors = [MeteredJanitor(self.client, self.metrics)
                          for _ in range(config.janitors)]
         # One vacuum step per process that runs janitors: it works under a lock anyway.
@@ -111,25 +112,19 @@ class Worker:
         self._state_lock = threading.Lock()
         self._started = self._stopped = False
 
-    def _claimers(self, queues: list[str], leases: dict[str, float],
-                  worker_id: UUID) -> list[Claimer]:
+    def _claimers(self, queues: list[str], leases: dict[str, float]) -> list[Claimer]:
         count = self.config.claimers
         targets = [(q, b) for b in range(self.client.bucket_count) for q in queues]
         base = random.randrange(len(targets))
-        controls = self.controls = Controls(self.client, queues)
-        return [Claimer(f"shardq-claimer-{i}", self.client,
+        sizes = ClaimSizes(batch=self.config.batch, capacity=self.capacity,
+                           max_wait_s=self.config.prefetch_max_s, lease_s=leases)
+        return [Claimer(f"shardq-claimer-{i}", self,
                         Schedule(targets, base + i * len(targets) // count,
                                  self.config.poll_max_ms / 1000, share=count,
-                                 listening=self.listener is not None),
-                        buffer=self.buffer, capacity=self.capacity, keeper=self.keeper,
-                        batch=self.config.batch, lease_s=leases.__getitem__,
-                        metrics=self.metrics, lag=self.completer.lag,
-                        demand=self._demand, max_wait_s=self.config.prefetch_max_s,
-                        give_back=self._give_back_waiting, controls=controls,
-                        worker_id=worker_id)
+                                 listening=self.listener is not None), sizes)
                 for i in range(count)]
 
-    def _demand(self) -> int:
+    def demand(self) -> int:
         """How many tasks the prefetch buffer should hold: one per free slot, and what the
         slots get through in a quarter of ``prefetch_max_s`` at the recent handler
         durations (none before a handler finished: the first tasks could be slow ones).
@@ -139,7 +134,12 @@ class Worker:
         ahead = 0 if rate is None else math.floor(rate * self.config.prefetch_max_s / 4)
         return self.slots.free + ahead
 
-    def _give_back_waiting(self, contexts: list[Context]) -> None:
+    def lag(self) -> int:
+        """Outcomes the completer holds, not yet written (see Completer.lag)."""
+        return self.completer.lag()
+
+    def give_back_waiting(self, contexts: list[Context]) -> None:
+        """Give back prefetched tasks that waited too long for a slot."""
         self._give_back(contexts, f"waiting over {self.config.prefetch_max_s:g}s for a slot")
 
     def _report(self, context: Context, outcome: Outcome) -> None:
