@@ -318,9 +318,19 @@ def test_the_database_refuses_bad_queue_names_written_around_the_client(
         connect.execute("INSERT INTO shardq.tasks (queue, payload) VALUES (%s, '{}')", (queue,))
 
 
-def test_the_database_takes_every_good_queue_name(connect: psycopg.Connection[Any]) -> None:
-    for queue in ["a", "A.b:c-d_9", "9", "q" * 128]:
+GOOD_QUEUES = ["a", "A.b:c-d_9", "9", "q" * 128]
+
+
+def test_the_database_takes_every_good_queue_name(client: shardq.Client,
+                                                  connect: psycopg.Connection[Any]) -> None:
+    """The table's rule and the client's agree on the good names: written around the
+    client, each is stored, and the client claims it by its name."""
+    for queue in GOOD_QUEUES:
         connect.execute("INSERT INTO shardq.tasks (queue, payload) VALUES (%s, '{}')", (queue,))
+    stored = [q for (q,) in connect.execute("SELECT queue FROM shardq.tasks")]
+    assert sorted(stored) == sorted(GOOD_QUEUES)
+    for queue in GOOD_QUEUES:
+        assert [t.queue for t in claim_all(client, queue)] == [queue]
 
 
 def test_per_task_options_must_be_lists(client: shardq.Client) -> None:
