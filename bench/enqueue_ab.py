@@ -15,13 +15,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from bench import common
-from bench.suite import harness
+from bench import harness
 
 SYSTEMS = ("shardq", "pgqueuer")
 
 
-def enqueue_rate(dbs: common.Databases, system: str, n: int) -> float:
+def enqueue_rate(dbs: harness.Databases, system: str, n: int) -> float:
     """Tasks per second of one batched enqueue of ``n`` tasks into a fresh database."""
     url = harness.prepare(dbs, system)
     out: dict[str, Any] = harness.call({"system": system, "mode": "enqueue", "url": url,
@@ -36,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pairs", type=int, default=8)
     p.add_argument("--tasks", type=int, default=50_000, help="tasks per enqueue run")
-    common.add_server_argument(p)
+    harness.add_server_argument(p)
     args = p.parse_args(argv)
     rates: dict[str, list[float]] = {s: [] for s in SYSTEMS}
     ratios = []
@@ -49,10 +48,10 @@ def main(argv: list[str] | None = None) -> int:
             ratios.append(rate["shardq"] / rate["pgqueuer"])
             print(f"pair {pair + 1}: shardq {rate['shardq']:,.0f}/s, pgqueuer "
                   f"{rate['pgqueuer']:,.0f}/s, {ratios[-1]:.2f}x", flush=True)
-    print(f"shardq ÷ pgqueuer: median {common.median(ratios):.2f}x over {len(ratios)} pairs "
+    print(f"shardq ÷ pgqueuer: median {harness.median(ratios):.2f}x over {len(ratios)} pairs "
           f"({', '.join(f'{r:.2f}' for r in ratios)}); medians shardq "
-          f"{common.median(rates['shardq']):,.0f}/s, pgqueuer "
-          f"{common.median(rates['pgqueuer']):,.0f}/s")
+          f"{harness.median(rates['shardq']):,.0f}/s, pgqueuer "
+          f"{harness.median(rates['pgqueuer']):,.0f}/s")
     return 0
 
 

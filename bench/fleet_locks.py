@@ -18,7 +18,8 @@ from collections import Counter
 
 import psycopg
 
-from bench.suite import backlog, ceiling, fleet, harness
+from bench import harness
+from bench.suite import backlog, ceiling, fleet
 
 # The statement a backend runs, by a fragment only that statement's text contains.
 KIND = ("CASE WHEN {q} LIKE '%%DELETE FROM shardq.tasks%%' THEN 'ack' "

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
-from bench import common
+from bench import harness
 
 HERE = Path(__file__).resolve()
 ROOT = HERE.parent.parent
@@ -136,22 +136,22 @@ def main(argv: list[str] | None = None) -> int:
             this, base = runs[("this", kind, concurrency)], runs[("base", kind, concurrency)]
             pairs = list(zip(this, base, strict=True))
             rows.append([kind, concurrency,
-                         common.median([r["rate"] for r in base]),
-                         common.median([r["rate"] for r in this]),
-                         f"{common.median([a['rate'] / b['rate'] for a, b in pairs]):.2f}x",
-                         common.median([r["cpu_us"] for r in base]),
-                         common.median([r["cpu_us"] for r in this]),
-                         f"{common.median([a['cpu_us'] / b['cpu_us'] for a, b in pairs]):.2f}x"])
+                         harness.median([r["rate"] for r in base]),
+                         harness.median([r["rate"] for r in this]),
+                         f"{harness.median([a['rate'] / b['rate'] for a, b in pairs]):.2f}x",
+                         harness.median([r["cpu_us"] for r in base]),
+                         harness.median([r["cpu_us"] for r in this]),
+                         f"{harness.median([a['cpu_us'] / b['cpu_us'] for a, b in pairs]):.2f}x"])
     command = "python -m bench.slot_engine " + " ".join(argv if argv is not None else sys.argv[1:])
     text = "\n".join([
         "# Handler slots alone (no database): this tree against an earlier one", "",
         f"`{command}`: {reps} repetition(s) of {seconds:g} s, trees alternating; handlers "
         "sleep 1 ms; medians, ratios are medians of per-repetition ratios "
         "(see `bench/slot_engine.py`).", "",
-        common.markdown_table(["handler", "slots", "base tasks/s", "this tasks/s",
+        harness.markdown_table(["handler", "slots", "base tasks/s", "this tasks/s",
                                "this ÷ base", "base CPU µs/task", "this CPU µs/task",
                                "this ÷ base (CPU)"], rows), ""])
-    path = common.write_result(f"slot_engine{'-quick' if args.quick else ''}.md", text)
+    path = harness.write_result(f"slot_engine{'-quick' if args.quick else ''}.md", text)
     print(text)
     print(f"written to {path}", file=sys.stderr)
     return 0

@@ -19,7 +19,7 @@ takes about 5 minutes on a loaded box.  ``limit`` (the in-process drain beside t
 ceiling, then claim + ack on today's schema and on candidate changes, with the WAL and
 row versions each task costs) takes about 4 minutes.  ``slots`` (sleeping handlers, sync and
 async, 1-256 handler slots in one ``shardq consume``) takes about 6 minutes, twice that
-with ``--slots-base`` (an earlier tree's worker side by side).  ``flow`` (issue 27's
+with ``--slots-base`` (an earlier tree's worker side by side).  ``flow`` (the
 flow-control measurements, :mod:`bench.flow`) takes about 15 minutes.  ``--resume`` re-runs the
 named scenarios and keeps the results file's records of the others; ``--report-only``
 re-renders from that file.
@@ -35,13 +35,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import common, flow
+from bench import harness
+from bench.flow import run as flow
 from bench.suite import (
     async_enqueue,
     backlog,
     fleet,
     from_start,
-    harness,
     limit,
     pickup,
     plots,
@@ -51,7 +51,7 @@ from bench.suite import (
 )
 from bench.suite.settings import Settings, quick_settings
 
-OUT = common.RESULTS_DIR / "suite"
+OUT = harness.RESULTS_DIR / "suite"
 SCENARIOS = ("enqueue", "drain", "pickup", "backlog", "ablation", "cost", "fleet", "processes",
              "async", "start", "limit", "slots", "flow")
 
@@ -77,7 +77,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Settings]:
     p.add_argument("--resume", action="store_true",
                    help="keep the results file's records of the scenarios not run now")
     p.add_argument("--out", type=Path, default=OUT, help=f"output directory (default {OUT})")
-    common.add_server_argument(p)
+    harness.add_server_argument(p)
     args = p.parse_args(argv)
     settings = quick_settings() if args.quick else Settings()
     for attr, name in (("reps", "reps"), ("drain", "drain"), ("pickup_s", "pickup_s"),
@@ -147,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
             failed.append(f"{name}: {exc!r}"[:500])
         raw.write_text(json.dumps(records, indent=1, default=str))
     if not machine:
-        with common.server(args.dsn) as (admin, description):
-            machine = common.machine_lines(admin, description)
+        with harness.server(args.dsn) as (admin, description):
+            machine = harness.machine_lines(admin, description)
     drawn = plots.draw(records, settings, out / ("plots-quick" if settings.quick else "plots"))
     command = "python -m bench " + shlex.join(argv if argv is not None else sys.argv[1:])
     text = report.render(records, settings, machine, command.strip(),

@@ -3,8 +3,8 @@
 ``python -m bench.soak [--minutes 60] [--rate 1000] [--quick]`` starts a throwaway
 embedded PostgreSQL (with ``pg_stat_statements`` and ``log_autovacuum_min_duration = 0``,
 which the shared server lacks) and runs two arms side by side on it, each in its own
-database with its own producer (``bench.soak_producer``), ``shardq consume`` daemon
-(one janitor) and claim probe (``bench.soak_arm``):
+database with its own producer (``bench.soak.producer``), ``shardq consume`` daemon
+(one janitor) and claim probe (``bench.soak.arm``):
 
 - ``new``: migration 0014's autovacuum settings and the janitor's vacuum step on;
 - ``old``: the schema downgraded to 0013 (0014's settings reset to 0002's) and the
@@ -31,9 +31,9 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from bench.common import RESULTS_DIR, machine_lines, with_dbname
-from bench.soak_arm import Arm
-from bench.soak_report import write_report
+from bench.harness import RESULTS_DIR, machine_lines, with_dbname
+from bench.soak.arm import Arm
+from bench.soak.report import write_report
 from shardq.core.config import ClientConfig
 
 VACUUM_SETTINGS = ("vacuum_dead_rows", "vacuum_interval_s", "reindex_bloat_ratio",

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS_DIR, markdown_table
+from bench.harness import RESULTS_DIR, markdown_table
 from bench.plotting import plt, save
 
 MIB = 2**20
