@@ -1,9 +1,11 @@
 """The one harness of the benchmarks (the suite and every study): a server, scratch
 databases, backlogs, runner processes, database counters and result files.
 
-The server is ``--dsn`` or ``SHARDQ_BENCH_DSN`` (an admin URL: the benchmarks create
-and drop their own databases there; the role needs CREATEDB), else the embedded
-PostgreSQL wheel in a temporary directory that is deleted afterwards.
+Every result file begins with the command that wrote it and the commit it was measured
+at (:func:`stamp`).  Results go to ``bench/results`` unless ``SHARDQ_BENCH_RESULTS`` names
+another folder.  The server is ``--dsn`` or ``SHARDQ_BENCH_DSN`` (an admin URL: the
+benchmarks create and drop their own databases there; the role needs CREATEDB), else the
+embedded PostgreSQL wheel in a temporary directory that is deleted afterwards.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import math
 import os
 import platform
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -38,7 +41,8 @@ DSN_ENV = "SHARDQ_BENCH_DSN"
 ROOT = Path(__file__).resolve().parents[1]
 SETTLE_S = 1.2  # backends flush their stats on exit and at most once a second
 SYSTEMS = ("shardq", "pgqueuer", "procrastinate")
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+RESULTS_ENV = "SHARDQ_BENCH_RESULTS"
+RESULTS_DIR = Path(os.environ.get(RESULTS_ENV) or Path(__file__).resolve().parent / "results")
 QUEUE = "bench"
 
 Connection = psycopg.Connection[tuple[Any, ...]]
@@ -253,11 +257,65 @@ def machine_lines(admin_url: str, server_description: str) -> list[str]:
     ]
 
 
+def command_line() -> str:
+    """The running command as it was typed (``python -m bench.x ...``), the server hidden."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    program = (f"python -m {spec.name.removesuffix('.__main__')}" if spec is not None
+               else f"python {sys.argv[0]}")
+    args = list(sys.argv[1:])
+    for i, arg in enumerate(args[:-1]):
+        if arg == "--dsn":  # a server URL may hold a password
+            args[i + 1] = "URL"
+    return " ".join([program, *(shlex.quote(a) for a in args)])
+
+
+def current_commit() -> str:
+    """The short hash of the checkout's HEAD (``-dirty`` with uncommitted changes), or
+    ``unknown`` outside a git checkout."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                              capture_output=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=ROOT, text=True, capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("-dirty" if dirty.strip() else "")
+
+
+def provenance() -> dict[str, str]:
+    """The running command and the commit it measures, for a result file."""
+    return {"command": command_line(), "commit": current_commit()}
+
+
+def stamp(text: str, measured: dict[str, Any] | None = None) -> str:
+    """``text`` after two lines naming the command and the commit it was measured at
+    (``measured``'s, when the text is rendered again from a stored run's
+    :func:`provenance`; else this process's)."""
+    known = {**provenance(), **(measured or {})}
+    return f"command: `{known['command']}`\ncommit: {known['commit']}\n\n{text}"
+
+
+def dump_records(path: Path, records: list[dict[str, Any]],
+                 measured: dict[str, Any] | None = None) -> None:
+    """Write ``records`` as JSON after the run's :func:`provenance` (or ``measured``)."""
+    path.write_text(json.dumps({**provenance(), **(measured or {}), "records": records},
+                               indent=1, default=str), encoding="utf-8")
+
+
+def load_records(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The records :func:`dump_records` wrote to ``path``, and the run's provenance."""
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    return list(stored["records"]), {k: stored[k] for k in ("command", "commit")}
+
+
 def write_result(filename: str, text: str) -> Path:
-    """Write ``text`` to bench/results/``filename`` (via a .tmp file and a rename)."""
+    """Write ``text`` (:func:`stamp`-ed) to ``filename`` under :data:`RESULTS_DIR` (or an
+    absolute path), via a .tmp file and a rename."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     target = RESULTS_DIR / filename
+    target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".tmp")
+    text = stamp(text)
     partial.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
     os.replace(partial, target)
     return target

@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     out = args.out or harness.RESULTS_DIR / ("flow-quick.md" if args.quick else "flow.md")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text + "\n", encoding="utf-8")
+    out.write_text(harness.stamp(text) + "\n", encoding="utf-8")
     if args.records:
         args.records.write_text(json.dumps(records, indent=1), encoding="utf-8")
     return 0

@@ -31,7 +31,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from bench.harness import RESULTS_DIR, machine_lines, with_dbname
+from bench.harness import RESULTS_DIR, machine_lines, provenance, with_dbname
 from bench.soak.arm import Arm
 from bench.soak.report import write_report
 from shardq.core.config import ClientConfig
@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         facts["after_vacuum_p99_pages"] = {name: pages for name, (_, pages) in after.items()}
         facts["server_wal_bytes"] = server
         facts["autovacuum_wal_total"] = autovacuum_wal(logfile)
-    return {"facts": facts, "records": records}
+    return {**provenance(), "facts": facts, "records": records}
 
 
 def main() -> None:

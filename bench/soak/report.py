@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.harness import RESULTS_DIR, markdown_table
+from bench.harness import RESULTS_DIR, markdown_table, stamp
 from bench.plotting import plt, save
 
 MIB = 2**20
@@ -225,5 +225,7 @@ def write_report(result: dict[str, Any], suffix: str = "") -> str:
     for name, recs in records.items():
         lines += [f"## Per minute: {name}", "", markdown_table(HEADERS, _rows(recs)), ""]
     text = "\n".join(lines)
-    (RESULTS_DIR / f"soak{suffix}.md").write_text(text, encoding="utf-8")
+    (RESULTS_DIR / f"soak{suffix}.md").write_text(
+        stamp(text, {k: result[k] for k in ("command", "commit") if k in result}),
+        encoding="utf-8")
     return text

@@ -28,7 +28,6 @@ re-renders from that file.
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 import time
@@ -110,8 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     suffix = "-quick" if settings.quick else ""
     out.mkdir(parents=True, exist_ok=True)
     raw = out / f"results{suffix}.json"
+    measured: dict[str, object] | None = None  # a stored run's command and commit
     if args.report_only:
-        records += json.loads(raw.read_text())
+        stored, measured = harness.load_records(raw)
+        records += stored
         wanted = ()
     elif args.resume and raw.exists():
         rerun = {"enqueue": ("enqueue_single", "drain"), "drain": ("enqueue_single", "drain"),
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                  "start": ("start",), "limit": ("limit", "limit_candidate"),
                  "slots": (slot_scaling.SCENARIO,), "flow": (flow.SCENARIO,)}
         dropped = {kind for s in wanted for kind in rerun[s]}
-        records += [r for r in json.loads(raw.read_text()) if r["scenario"] not in dropped]
+        records += [r for r in harness.load_records(raw)[0] if r["scenario"] not in dropped]
     steps: list[tuple[str, Callable[[], None]]] = [
         ("enqueue+drain", lambda: throughput.run(settings, args.dsn, records, machine)),
         ("pickup", lambda: pickup.run(settings, args.dsn, records)),
@@ -145,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # keep the other scenarios' results; exit non-zero
             harness.log(f"scenario {name} FAILED: {exc!r}")
             failed.append(f"{name}: {exc!r}"[:500])
-        raw.write_text(json.dumps(records, indent=1, default=str))
+        harness.dump_records(raw, records)
     if not machine:
         with harness.server(args.dsn) as (admin, description):
             machine = harness.machine_lines(admin, description)
@@ -156,6 +157,6 @@ def main(argv: list[str] | None = None) -> int:
     if failed:
         text += "\n## Failed scenarios\n\n" + "\n".join(f"- {f}" for f in failed) + "\n"
     target = out / f"report{suffix}.md"
-    target.write_text(text + "\n", encoding="utf-8")
+    target.write_text(harness.stamp(text, measured) + "\n", encoding="utf-8")
     harness.log(f"report written to {target} ({(time.monotonic() - began) / 60:.1f} min)")
     return 1 if failed else 0
