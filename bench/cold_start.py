@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tree", type=Path, action="append", default=[],
                    help="another source tree to time beside this one")
     p.add_argument("--quick", action="store_true", help="3 runs (a harness check)")
-    p.add_argument("--output", default="cold_start.md", help="file name under bench/results")
+    p.add_argument("--output", default=None, help="file name under bench/results "
+                   "(default cold_start.md, or cold_start-quick.md with --quick)")
     harness.add_server_argument(p)
     args = p.parse_args(argv)
     runs = 3 if args.quick else args.runs
@@ -76,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"{runs} fresh processes per command and tree, after one untimed run.",
                       "", *machine, "", table])
     print(text)
-    harness.write_result(args.output, text)
+    harness.write_result(args.output or ("cold_start-quick.md" if args.quick
+                                         else "cold_start.md"), text)
     return 0
 
 

@@ -8,7 +8,7 @@ with the daemon's code taken from the tree being measured (``--tree``, e.g. an
 export of an older commit: ``git archive <commit> | tar -x -C DIR``).
 
     python -m bench.drain_ab --tree DIR [--reps 5] [--drain 50000] [--processes 1]
-        [--dsn URL]
+        [--quick] [--dsn URL]
 """
 
 from __future__ import annotations
@@ -56,8 +56,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--drain", type=int, default=50_000, help="tasks per drain")
     p.add_argument("--processes", type=int, default=1, help="worker processes per daemon")
+    p.add_argument("--quick", action="store_true", help="1 repetition of 500 tasks")
     harness.add_server_argument(p)
     args = p.parse_args(argv)
+    if args.quick:
+        args.reps, args.drain = 1, 500
+    lines = [f"# Drain: this tree against {args.tree}, interleaved", ""]
     trees = {"this tree": ROOT, str(args.tree): args.tree.resolve()}
     rates: dict[str, list[float]] = {name: [] for name in trees}
     cpus: dict[str, list[float]] = {name: [] for name in trees}
@@ -68,12 +72,16 @@ def main(argv: list[str] | None = None) -> int:
                 rate, cpu = drain(dbs, tree, args.drain, args.processes)
                 rates[name].append(rate)
                 cpus[name].append(cpu)
-                print(f"rep {rep + 1} {name}: {rate:,.0f} tasks/s, worker CPU {cpu:.1f} us/task",
-                      flush=True)
+                lines.append(f"- rep {rep + 1} {name}: {rate:,.0f} tasks/s, worker CPU "
+                             f"{cpu:.1f} us/task")
+                print(lines[-1], flush=True)
+    lines.append("")
     for name, values in rates.items():
-        print(f"{name}: median {harness.median(values):,.0f} tasks/s over {len(values)} runs "
-              f"({', '.join(f'{v:,.0f}' for v in values)}); worker CPU median "
-              f"{harness.median(cpus[name]):.1f} us/task")
+        lines.append(f"- {name}: median {harness.median(values):,.0f} tasks/s over "
+                     f"{len(values)} runs ({', '.join(f'{v:,.0f}' for v in values)}); worker "
+                     f"CPU median {harness.median(cpus[name]):.1f} us/task")
+    print(harness.write_result("drain_ab-quick.md" if args.quick else "drain_ab.md",
+                               "\n".join(lines)).read_text())
     return 0
 
 

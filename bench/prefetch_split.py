@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--processes", type=int, default=2)
     p.add_argument("--tree", type=Path, default=ROOT, help="source tree whose daemon runs")
     p.add_argument("--quick", action="store_true", help="24 tasks of 1 s, 4 slots per process")
-    p.add_argument("--output", default=None, help="file name under bench/results")
+    p.add_argument("--output", default=None, help="file name under bench/results "
+                   "(default prefetch_split.md, or prefetch_split-quick.md with --quick)")
     harness.add_server_argument(p)
     args = p.parse_args(argv)
     if args.quick:
@@ -127,8 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(["# Slow tasks over worker processes", "", f"`{command}`", "",
                       *machine, "", table])
     print(text)
-    if args.output:
-        harness.write_result(args.output, text)
+    harness.write_result(args.output or ("prefetch_split-quick.md" if args.quick
+                                         else "prefetch_split.md"), text)
     return 0
 
 

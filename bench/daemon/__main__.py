@@ -29,7 +29,7 @@ from bench.harness import (
     write_result,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DRAIN_MODES = {
     "batched acks": ["--ack-batch", "200", "--ack-flush-ms", "5"],
     "unbatched acks": ["--ack-batch", "1", "--ack-flush-ms", "1"],
@@ -73,6 +73,9 @@ def drain_once(dbs: Databases, tasks: int, flags: list[str]) -> float:
     start = time.monotonic()
     proc = start_daemon(url, "--queue", "drain", "--concurrency", "8", "--batch", "100", *flags)
     while count(url) > 0:
+        if proc.poll() is not None:  # the daemon died: the table would never empty
+            raise RuntimeError(f"daemon exited {proc.returncode}: {proc.stderr.read()[-2000:]}"
+                               if proc.stderr else f"daemon exited {proc.returncode}")
         time.sleep(0.05)
     elapsed = time.monotonic() - start
     stop_daemon(proc)

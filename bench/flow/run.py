@@ -62,7 +62,7 @@ class Sizes:
     warm_s: float = 2.0  # A drains this long before B enqueues
 
 
-QUICK = Sizes(drain=2_000, binding_tasks=400, rate_s=10, group_a=10_000, warm_s=0.5)
+QUICK = Sizes(drain=1_000, binding_tasks=160, rate_s=3, group_a=2_000, warm_s=0.5)
 
 def _database(dbs: harness.Databases, limits: dict[str, Any]) -> str:
     """A fresh database with the bench queue's ``limits``."""

@@ -12,7 +12,7 @@ The base tree is exported with ``git archive`` into a temporary directory.  Repo
 each run, the medians, and the medians of the ratios and differences of the runs of
 one repetition.
 
-    python -m bench.history_cost [--base e32bcbf] [--tasks 20000] [--threads 2]
+    python -m bench.history [--base e32bcbf] [--tasks 20000] [--threads 2]
         [--reps 3] [--dsn URL]
 """
 
@@ -32,7 +32,7 @@ import psycopg
 from bench import harness
 from bench.history import statements as history_statements
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WORKLOAD = Path(__file__).resolve().parent / "workload.py"
 MODES = ("once", "retry")
 
@@ -84,9 +84,10 @@ def summary_row(mode: str, this: list[dict[str, Any]], base: list[dict[str, Any]
 
 def main(argv: list[str] | None = None) -> int:
     """Alternate the trees, print and write the report."""
-    p = argparse.ArgumentParser(prog="python -m bench.history_cost", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m bench.history", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--base", default="e32bcbf", help="the revision without the history")
+    p.add_argument("--base", default="e32bcbf", help="the revision without the history "
+                   "(the statements compared are its SQL files: only this one fits)")
     p.add_argument("--tasks", type=int, default=20_000)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--reps", type=int, default=3)
@@ -94,7 +95,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="interleaved claim+ack rounds of the statements' comparison")
     p.add_argument("--out", default="history_cost.md")
     harness.add_server_argument(p)
+    p.add_argument("--quick", action="store_true",
+                   help="1 repetition of 500 tasks on 1 thread, 10 rounds")
     args = p.parse_args(argv)
+    if args.quick:
+        args.tasks, args.threads, args.reps, args.rounds = 500, 1, 1, 10
+        args.out = "history_cost-quick.md" if args.out == p.get_default("out") else args.out
     trees = {"this": ROOT}
     runs: list[list[object]] = []
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -117,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [summary_row(mode, results[(mode, "this")], results[(mode, "base")])
             for mode in MODES]
     given = argv if argv is not None else sys.argv[1:]
-    command = "python -m bench.history_cost " + " ".join(given)
+    command = "python -m bench.history " + " ".join(given)
     text = "\n".join([
         "# Per-attempt history: cost per task", "",
         f"`{command.strip()}`: this tree against {args.base}, {args.tasks:,} tasks per run, "

@@ -7,7 +7,7 @@ The base statements are the files of the base revision (``git show REV:sql/...``
 composed with this tree's unchanged fragments, so the two differ only by the history.
 Each round claims a batch of ``CLAIM`` tasks and acks it with one variant, then with
 the other, alternating which goes first; reported are the median milliseconds of each
-statement per variant.  Used by :mod:`bench.history_cost`.
+statement per variant.  Used by :mod:`bench.history`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from psycopg import sql
 from bench import harness
 from shardq.core import migrate, sqlfiles
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CLAIM = 100
 QUEUE = "bench"
 

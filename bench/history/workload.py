@@ -1,4 +1,4 @@
-"""The workload ``bench.history_cost`` runs under each code tree, through the public API.
+"""The workload ``bench.history`` runs under each code tree, through the public API.
 
     python bench/history/workload.py URL TASKS THREADS MODE   (the tree on PYTHONPATH)
 

@@ -29,7 +29,7 @@ import shardq
 from bench.soak.app import PICKUP_TABLE, QUEUE
 from shardq.core import migrate
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PROBE_EVERY_S = 0.1
 POLL_EVERY_S = 1.0
 AFTER_VACUUM_S = 5.0  # a probe sample this soon after a vacuum ended counts as "right after"

@@ -209,9 +209,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rows", type=int, default=200_000, help="rows per throughput run")
     p.add_argument("--read-rows", type=int, default=1_000_000, help="tasks in the read table")
     p.add_argument("--landings", type=int, default=15, help="files timed for the latency")
-    p.add_argument("--output", default="spark_stream.md", help="file under bench/results")
+    p.add_argument("--output", default=None, help="file under bench/results "
+                   "(default spark_stream.md, or spark_stream-quick.md with --quick)")
+    p.add_argument("--quick", action="store_true", help="2,000 rows, 5,000 to read, 2 landings")
     harness.add_server_argument(p)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.quick:
+        args.rows, args.read_rows, args.landings = 2_000, 5_000, 2
+    args.output = args.output or ("spark_stream-quick.md" if args.quick else "spark_stream.md")
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from bench import harness
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WORKLOAD = Path(__file__).resolve().parent / "workload.py"
 QUICK = {"tasks": 5_000, "reps": 1}
 
@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tasks", type=int, default=50_000)
     p.add_argument("--threads", type=int, default=4)
     p.add_argument("--reps", type=int, default=5)
-    p.add_argument("--out", default="versions.md")
+    p.add_argument("--out", default=None, help="file name under bench/results "
+                   "(default versions.md, or versions-quick.md with --quick)")
     p.add_argument("--quick", action="store_true", help="small, one repetition")
     harness.add_server_argument(p)
     args = p.parse_args(argv)
@@ -80,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         remove(base)
     text = report(args, runs, lines)
     print(text)
-    harness.write_result(args.out, text)
+    harness.write_result(args.out or ("versions-quick.md" if args.quick else "versions.md"),
+                         text)
     return 0
 
 
