@@ -25,6 +25,7 @@ import argparse
 import json
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -149,9 +150,10 @@ def _buffers(node: Plan) -> int:
     return int(node["Shared Hit Blocks"] + node["Shared Read Blocks"])
 
 
-CLAIM_PARAMS = {"bucket": 3, "lease_s": 30.0, "worker_id": None}
+CLAIM_PARAMS = {"bucket": 3, "lease_s": 30.0, "worker_id": None, "token": uuid.uuid4()}
 ENQUEUE_PARAMS = {"payload": Jsonb({"n": 0}), "run_at": None, "delay_s": None, "priority": 0,
-                  "max_attempts": 10, "notify": True}
+                  "max_attempts": 10, "notify": True, "id": uuid.uuid4(), "group": None,
+                  "trace_context": None}  # each EXPLAIN is rolled back: one id serves
 
 
 class Claimer:
