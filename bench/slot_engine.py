@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tree", type=Path, help="an exported earlier tree (required)")
     p.add_argument("--seconds", type=float, default=3.0)
     p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--quick", action="store_true", help="one short repetition")
+    p.add_argument("--quick", action="store_true", help="one short run at 1, 16, 256 slots")
     p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -120,11 +120,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.tree is None:
         p.error("--tree is required")
     reps, seconds = (1, 0.5) if args.quick else (args.reps, args.seconds)
+    grid = CONCURRENCY[::2] if args.quick else CONCURRENCY
     trees = [("this", ROOT), ("base", args.tree.resolve())]
     runs: dict[tuple[str, str, int], list[dict[str, float]]] = {}
     for rep in range(reps):
         for kind in KINDS:
-            for concurrency in CONCURRENCY:
+            for concurrency in grid:
                 for name, tree in trees[rep % 2:] + trees[:rep % 2]:
                     out = run_child(tree, kind, concurrency, seconds)
                     runs.setdefault((name, kind, concurrency), []).append(out)
@@ -132,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
                           f"tasks/s, {out['cpu_us']:.1f} us CPU/task", file=sys.stderr)
     rows = []
     for kind in KINDS:
-        for concurrency in CONCURRENCY:
+        for concurrency in grid:
             this, base = runs[("this", kind, concurrency)], runs[("base", kind, concurrency)]
             pairs = list(zip(this, base, strict=True))
             rows.append([kind, concurrency,
