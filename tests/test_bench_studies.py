@@ -34,17 +34,25 @@ STUDIES: dict[str, tuple[str, list[str], str]] = {
     "otel_cost": ("bench.otel_cost", [], "otel_cost-quick.md"),
     "prefetch_split": ("bench.prefetch_split", [], "prefetch_split-quick.md"),
     "slot_engine": ("bench.slot_engine", ["--tree", str(ROOT)], "slot_engine-quick.md"),
+    "soak": ("bench.soak", [], "soak-quick.md"),
     "spark insert": ("bench.spark.insert", ["--rows", "2000"], "spark_insert-quick.md"),
     "spark stream": ("bench.spark.stream", [], "spark_stream-quick.md"),
     "stats_cost": ("bench.stats_cost", [], "stats_cost-quick.md"),
     "throughput_cost": ("bench.throughput_cost", [], "throughput_cost-quick.md"),
     "versions": ("bench.versions", ["--base", "HEAD"], "versions-quick.md"),
 }
-NO_SERVER = {"slot_engine"}  # handler slots alone: no database
+NO_SERVER = {"slot_engine", "soak"}  # no database; the soak's own configured server
 SPARK = {"spark insert", "spark stream"}
 
 
-@pytest.mark.parametrize("study", sorted(STUDIES))
+# The soak's "old" arm migrates down to 0013, before shardq.workers, which today's
+# daemon needs: it dies at once.  Strict, so the fix shows.
+BROKEN = {"soak": "the soak's old arm (schema 0013) no longer runs today's daemon"}
+
+
+@pytest.mark.parametrize("study", [
+    pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=BROKEN[s])) if s in BROKEN
+    else s for s in sorted(STUDIES)])
 def test_the_quick_run_writes_its_stamped_report(study: str, server_url: str,
                                                  tmp_path: Path) -> None:
     module, extra, report = STUDIES[study]
