@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import psycopg
 
 import shardq
-from bench import common
+from bench import harness
 
 WARMUP_BATCHES = 5
 QUICK = {"backlog": 20_000, "seconds": 2.0, "reps": 1}
@@ -60,7 +60,7 @@ class _Worker:
     def warm_up(self) -> Callable[[], bool]:
         """A few untimed claim + ack steps (connections, prepared statements); the step."""
         for _ in range(WARMUP_BATCHES):
-            self.client.ack_many(self.client.claim_bucket(common.QUEUE, self.bucket,
+            self.client.ack_many(self.client.claim_bucket(harness.QUEUE, self.bucket,
                                                           limit=self.limit))
             self.bucket = (self.bucket + 1) % self.n
         return self.step
@@ -68,7 +68,7 @@ class _Worker:
     def step(self) -> bool:
         """Claim one bucket's batch and ack it; False after a whole round of empty buckets."""
         began = time.perf_counter()
-        tasks = self.client.claim_bucket(common.QUEUE, self.bucket, limit=self.limit)
+        tasks = self.client.claim_bucket(harness.QUEUE, self.bucket, limit=self.limit)
         claimed = time.perf_counter()
         self.claim_ms.append((claimed - began) * 1000.0)
         self.bucket = (self.bucket + 1) % self.n
@@ -86,15 +86,15 @@ class _Worker:
 def top_up(url: str, backlog: int) -> None:
     """Bring the queue back to ``backlog`` available tasks, VACUUM ANALYZE and CHECKPOINT."""
     with psycopg.connect(url, autocommit=True) as conn:
-        have = int(common.scalar(
+        have = int(harness.scalar(
             conn, "SELECT count(*) FROM shardq.tasks WHERE queue = %(queue)s AND status = %(s)s",
-            {"queue": common.QUEUE, "s": "available"}))
-        held = int(common.scalar(
+            {"queue": harness.QUEUE, "s": "available"}))
+        held = int(harness.scalar(
             conn, "SELECT count(*) FROM shardq.tasks WHERE status <> %(s)s", {"s": "available"}))
     if held:
         raise RuntimeError(f"{held} tasks are not available after a run (lost acks?)")
-    common.fill_backlog(url, max(backlog - have, 0))
-    common.checkpoint(url)
+    harness.fill_backlog(url, max(backlog - have, 0))
+    harness.checkpoint(url)
 
 
 def run_once(url: str, buckets: int, threads: int, limit: int, seconds: float) -> Run:
@@ -106,7 +106,7 @@ def run_once(url: str, buckets: int, threads: int, limit: int, seconds: float) -
         client.db.pool.wait(timeout=30)
         workers = [_Worker(client, i, threads, limit) for i in range(threads)]
         # Threads end early, and alone, when the backlog runs dry.
-        elapsed = common.run_threads(threads, seconds, lambda i: workers[i].warm_up())
+        elapsed = harness.run_threads(threads, seconds, lambda i: workers[i].warm_up())
     run = Run(buckets, seconds=elapsed)
     for o in workers:
         run.tasks += o.tasks
@@ -120,7 +120,7 @@ def report(args: argparse.Namespace, configs: list[int], runs: dict[int, list[Ru
            machine: list[str]) -> str:
     """The results as markdown."""
     base = 1 if 1 in configs else configs[-1]
-    rate = {b: common.median([r.rate for r in runs[b]]) for b in configs}
+    rate = {b: harness.median([r.rate for r in runs[b]]) for b in configs}
     lines = [f"# shardq claim throughput: {' vs '.join(map(str, configs))} buckets", ""]
     lines += machine
     lines += [
@@ -138,10 +138,10 @@ def report(args: argparse.Namespace, configs: list[int], runs: dict[int, list[Ru
         ms = [m for r in runs[b] for m in r.claim_ms]
         acks = [m for r in runs[b] for m in r.ack_ms]
         rows.append([b, rate[b], ", ".join(f"{r.rate:,.0f}" for r in runs[b]),
-                     rate[b] / rate[base], common.percentile(ms, 50), common.percentile(ms, 99),
-                     common.percentile(acks, 50), common.percentile(acks, 99),
+                     rate[b] / rate[base], harness.percentile(ms, 50), harness.percentile(ms, 99),
+                     harness.percentile(acks, 50), harness.percentile(acks, 99),
                      len(ms), sum(r.empty_claims for r in runs[b])])
-    lines.append(common.markdown_table(
+    lines.append(harness.markdown_table(
         ["buckets", "median tasks/s", "tasks/s per rep", f"ratio vs {base}", "claim p50 ms",
          "claim p99 ms", "ack p50 ms", "ack p99 ms", "claims", "empty claims"], rows))
     others = [b for b in configs if b != base]
@@ -151,14 +151,14 @@ def report(args: argparse.Namespace, configs: list[int], runs: dict[int, list[Ru
         row: list[object] = [i + 1, *(runs[b][i].rate for b in configs)]
         row += [runs[b][i].rate / runs[base][i].rate for b in others]
         per_rep.append(row)
-    lines.append(common.markdown_table(
+    lines.append(harness.markdown_table(
         ["rep", *(f"{b} buckets tasks/s" for b in configs), *(f"{b} ÷ {base}" for b in others)],
         per_rep))
     lines.append("")
     for b in others:
         ratios = [runs[b][i].rate / runs[base][i].rate for i in range(args.reps)]
         lines.append(f"**{b} buckets ÷ {base} bucket(s): {rate[b] / rate[base]:.2f}x** "
-                     f"(ratio of medians; median of per-rep ratios {common.median(ratios):.2f}x)")
+                     f"(ratio of medians; median of per-rep ratios {harness.median(ratios):.2f}x)")
     if any(r.empty_claims for rs in runs.values() for r in rs):
         lines += ["", "Note: some claims came back empty: the backlog ran dry (a thread "
                   "stops after a whole round of empty buckets, and the run with the last "
@@ -180,7 +180,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="smoke run: backlog 20000, 2 s, 1 rep (explicit flags still win)")
     p.add_argument("--output", help="file name under bench/results, or an absolute path "
                    "(default claim_throughput.md, or claim_throughput-quick.md with --quick)")
-    common.add_server_argument(p)
+    harness.add_server_argument(p)
     args = p.parse_args(argv)
     for key, value in (QUICK if args.quick else FULL).items():
         if getattr(args, key) is None:
@@ -198,12 +198,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     configs: list[int] = args.configs
     log = sys.stderr
-    with common.server(args.dsn) as (admin, description), common.Databases(admin) as dbs:
+    with harness.server(args.dsn) as (admin, description), harness.Databases(admin) as dbs:
         urls: dict[int, str] = {}
         for b in configs:
             print(f"creating a {b}-bucket database with {args.backlog:,} tasks...", file=log)
             urls[b] = dbs.migrated(b)
-            common.fill_backlog(urls[b], args.backlog)
+            harness.fill_backlog(urls[b], args.backlog)
         runs: dict[int, list[Run]] = {b: [] for b in configs}
         for rep in range(args.reps):
             for b in configs:
@@ -213,9 +213,9 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"rep {rep + 1}/{args.reps} buckets={b}: {run.rate:,.0f} tasks/s "
                       f"({run.tasks:,} in {run.seconds:.1f} s, {run.empty_claims} empty claims)",
                       file=log)
-        text = report(args, configs, runs, common.machine_lines(admin, description))
+        text = report(args, configs, runs, harness.machine_lines(admin, description))
     print(text)
-    path = common.write_result(args.output, text)
+    path = harness.write_result(args.output, text)
     print(f"written to {path}", file=log)
 
 

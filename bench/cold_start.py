@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import common
+from bench import harness
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,7 +28,7 @@ def commands(dsn: str) -> dict[str, list[str]]:
     """The timed commands, by the name the report gives them."""
     return {
         "shardq --help": ["-m", "shardq", "--help"],
-        "shardq stats": ["-m", "shardq", "stats", common.QUEUE, "--dsn", dsn],
+        "shardq stats": ["-m", "shardq", "stats", harness.QUEUE, "--dsn", dsn],
         "import shardq": ["-c", "import shardq"],
     }
 
@@ -50,12 +50,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tree", type=Path, action="append", default=[],
                    help="another source tree to time beside this one")
     p.add_argument("--quick", action="store_true", help="3 runs (a harness check)")
-    p.add_argument("--output", default="cold_start.md", help="file name under bench/results")
-    common.add_server_argument(p)
+    p.add_argument("--output", default=None, help="file name under bench/results "
+                   "(default cold_start.md, or cold_start-quick.md with --quick)")
+    harness.add_server_argument(p)
     args = p.parse_args(argv)
     runs = 3 if args.quick else args.runs
     trees = [ROOT, *(t.resolve() for t in args.tree)]
-    with common.server(args.dsn) as (admin, description), common.Databases(admin) as dbs:
+    with harness.server(args.dsn) as (admin, description), harness.Databases(admin) as dbs:
         dsn = dbs.migrated(16)
         todo = commands(dsn)
         seconds: dict[tuple[Path, str], list[float]] = {}
@@ -65,18 +66,19 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(runs):
                 for tree in trees:
                     seconds.setdefault((tree, name), []).append(timed(tree, command))
-        machine = common.machine_lines(admin, description)
-    rows = [[name, str(tree), f"{common.median(seconds[tree, name]):.3f}",
+        machine = harness.machine_lines(admin, description)
+    rows = [[name, str(tree), f"{harness.median(seconds[tree, name]):.3f}",
              f"{min(seconds[tree, name]):.3f}", f"{max(seconds[tree, name]):.3f}"]
             for name in todo for tree in trees]
-    table = common.markdown_table(["command", "tree", "median s", "min s", "max s"], rows)
+    table = harness.markdown_table(["command", "tree", "median s", "min s", "max s"], rows)
     text = "\n".join(["# Cold start of the shardq command", "",
                       f"`python -m bench.cold_start --runs {runs}"
                       + "".join(f" --tree {t}" for t in args.tree) + "`: wall time of "
                       f"{runs} fresh processes per command and tree, after one untimed run.",
                       "", *machine, "", table])
     print(text)
-    common.write_result(args.output, text)
+    harness.write_result(args.output or ("cold_start-quick.md" if args.quick
+                                         else "cold_start.md"), text)
     return 0
 
 

@@ -26,7 +26,7 @@ import psycopg
 import uvicorn
 
 import shardq
-from bench import common, stats_cost
+from bench import harness, stats_cost
 from shardq.web import DashboardConfig, create_app
 
 TOKEN = "bench-token-" + "x" * 24
@@ -63,7 +63,7 @@ def hour_of_throughput(url: str) -> None:
 def seq_scans(url: str) -> int:
     """shardq.tasks' sequential scans so far."""
     with psycopg.connect(url) as conn:
-        return int(common.scalar(conn, "SELECT seq_scan FROM pg_stat_user_tables "
+        return int(harness.scalar(conn, "SELECT seq_scan FROM pg_stat_user_tables "
                                        "WHERE relid = 'shardq.tasks'::regclass"))
 
 
@@ -155,13 +155,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=21)
     parser.add_argument("--screenshots", type=Path, default=None,
                         help="write dashboard-*.png of each page into this folder")
-    common.add_server_argument(parser)
+    parser.add_argument("--quick", action="store_true", help="5,000 tasks, 3 requests per call")
+    harness.add_server_argument(parser)
     args = parser.parse_args(argv)
-    with common.server(args.dsn) as (admin, described), common.Databases(admin) as dbs:
+    if args.quick:
+        args.tasks, args.runs = 5_000, 3
+    with harness.server(args.dsn) as (admin, described), harness.Databases(admin) as dbs:
         url = dbs.migrated(16)
         began = time.monotonic()
         stats_cost.fill(url, args.tasks)
-        common.checkpoint(url)
+        harness.checkpoint(url)
         print(f"filled {args.tasks:,} tasks in {time.monotonic() - began:.0f} s",
               file=sys.stderr, flush=True)
         with shardq.Client(url) as client:
@@ -184,19 +187,20 @@ def main(argv: list[str] | None = None) -> int:
                 pictures = screenshots(base, dead_id, args.screenshots) \
                     if args.screenshots else []
         lines = ["# Dashboard: server time per page and API call", "",
-                 *common.machine_lines(admin, described),
+                 *harness.machine_lines(admin, described),
                  f"- table: {args.tasks:,} tasks in queue 'bulk' (0.5 % locked, 0.5 % dead, "
                  "2 % scheduled) + a small queue 'emails'; 16 buckets",
                  f"- each call: 1 warm-up, then {args.runs} requests; server time from the "
                  "Server-Timing header (request in to response headers out)",
                  f"- command: `python -m bench.dashboard --tasks {args.tasks} --runs {args.runs}`",
                  f"- sequential scans of shardq.tasks during the runs: {scans}", "",
-                 common.markdown_table(["call", "server ms (median)", "server ms (max)",
+                 harness.markdown_table(["call", "server ms (median)", "server ms (max)",
                                         "round trip ms (median)", f"≤ {LIMIT_MS:.0f} ms"],
                                        rows)]
         if pictures:
             lines += ["", "Screenshots: " + ", ".join(p.name for p in pictures)]
-        print(common.write_result("dashboard.md", "\n".join(lines)))
+        name = "dashboard-quick.md" if args.quick else "dashboard.md"
+        print(harness.write_result(name, "\n".join(lines)))
     return 0
 
 

@@ -8,7 +8,7 @@ with the daemon's code taken from the tree being measured (``--tree``, e.g. an
 export of an older commit: ``git archive <commit> | tar -x -C DIR``).
 
     python -m bench.drain_ab --tree DIR [--reps 5] [--drain 50000] [--processes 1]
-        [--dsn URL]
+        [--quick] [--dsn URL]
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import common
-from bench.suite import harness
+from bench import harness
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,7 +36,7 @@ def call(tree: Path, spec: dict[str, Any]) -> dict[str, Any]:
     return harness.finish(proc, 3600.0)
 
 
-def drain(dbs: common.Databases, tree: Path, n: int, processes: int) -> tuple[float, float]:
+def drain(dbs: harness.Databases, tree: Path, n: int, processes: int) -> tuple[float, float]:
     """Tasks per second of one drain of ``n`` no-op tasks by ``tree``'s worker, and the
     worker's CPU microseconds per task (steadier than the rate on a shared machine)."""
     url = harness.prepare(dbs, "shardq")
@@ -57,24 +56,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--drain", type=int, default=50_000, help="tasks per drain")
     p.add_argument("--processes", type=int, default=1, help="worker processes per daemon")
-    common.add_server_argument(p)
+    p.add_argument("--quick", action="store_true", help="1 repetition of 500 tasks")
+    harness.add_server_argument(p)
     args = p.parse_args(argv)
+    if args.quick:
+        args.reps, args.drain = 1, 500
+    lines = [f"# Drain: this tree against {args.tree}, interleaved", ""]
     trees = {"this tree": ROOT, str(args.tree): args.tree.resolve()}
     rates: dict[str, list[float]] = {name: [] for name in trees}
     cpus: dict[str, list[float]] = {name: [] for name in trees}
-    with common.server(args.dsn) as (admin, _), common.Databases(admin) as dbs:
+    with harness.server(args.dsn) as (admin, _), harness.Databases(admin) as dbs:
         for rep in range(args.reps):
             order = list(trees.items())
             for name, tree in order if rep % 2 == 0 else reversed(order):
                 rate, cpu = drain(dbs, tree, args.drain, args.processes)
                 rates[name].append(rate)
                 cpus[name].append(cpu)
-                print(f"rep {rep + 1} {name}: {rate:,.0f} tasks/s, worker CPU {cpu:.1f} us/task",
-                      flush=True)
+                lines.append(f"- rep {rep + 1} {name}: {rate:,.0f} tasks/s, worker CPU "
+                             f"{cpu:.1f} us/task")
+                print(lines[-1], flush=True)
+    lines.append("")
     for name, values in rates.items():
-        print(f"{name}: median {common.median(values):,.0f} tasks/s over {len(values)} runs "
-              f"({', '.join(f'{v:,.0f}' for v in values)}); worker CPU median "
-              f"{common.median(cpus[name]):.1f} us/task")
+        lines.append(f"- {name}: median {harness.median(values):,.0f} tasks/s over "
+                     f"{len(values)} runs ({', '.join(f'{v:,.0f}' for v in values)}); worker "
+                     f"CPU median {harness.median(cpus[name]):.1f} us/task")
+    print(harness.write_result("drain_ab-quick.md" if args.quick else "drain_ab.md",
+                               "\n".join(lines)).read_text())
     return 0
 
 

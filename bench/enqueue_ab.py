@@ -7,7 +7,7 @@ each in a process of its own on a fresh database (the suite's own harness and en
 code: ``n`` tasks in ``enqueue_many`` / list-valued ``Queries.enqueue`` batches of
 1,000), and each pair gives one ratio.
 
-    python -m bench.enqueue_ab [--pairs 8] [--tasks 50000] [--dsn URL]
+    python -m bench.enqueue_ab [--pairs 8] [--tasks 50000] [--quick] [--dsn URL]
 """
 
 from __future__ import annotations
@@ -15,13 +15,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from bench import common
-from bench.suite import harness
+from bench import harness
 
 SYSTEMS = ("shardq", "pgqueuer")
 
 
-def enqueue_rate(dbs: common.Databases, system: str, n: int) -> float:
+def enqueue_rate(dbs: harness.Databases, system: str, n: int) -> float:
     """Tasks per second of one batched enqueue of ``n`` tasks into a fresh database."""
     url = harness.prepare(dbs, system)
     out: dict[str, Any] = harness.call({"system": system, "mode": "enqueue", "url": url,
@@ -36,8 +35,12 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pairs", type=int, default=8)
     p.add_argument("--tasks", type=int, default=50_000, help="tasks per enqueue run")
-    common.add_server_argument(p)
+    p.add_argument("--quick", action="store_true", help="1 pair of 1,000 tasks")
+    harness.add_server_argument(p)
     args = p.parse_args(argv)
+    if args.quick:
+        args.pairs, args.tasks = 1, 1_000
+    lines = ["# Batched enqueue: shardq against PGQueuer, interleaved", ""]
     rates: dict[str, list[float]] = {s: [] for s in SYSTEMS}
     ratios = []
     with harness.fresh_server(args.dsn) as (_, _, dbs):
@@ -47,12 +50,15 @@ def main(argv: list[str] | None = None) -> int:
             for system in SYSTEMS:
                 rates[system].append(rate[system])
             ratios.append(rate["shardq"] / rate["pgqueuer"])
-            print(f"pair {pair + 1}: shardq {rate['shardq']:,.0f}/s, pgqueuer "
-                  f"{rate['pgqueuer']:,.0f}/s, {ratios[-1]:.2f}x", flush=True)
-    print(f"shardq ÷ pgqueuer: median {common.median(ratios):.2f}x over {len(ratios)} pairs "
-          f"({', '.join(f'{r:.2f}' for r in ratios)}); medians shardq "
-          f"{common.median(rates['shardq']):,.0f}/s, pgqueuer "
-          f"{common.median(rates['pgqueuer']):,.0f}/s")
+            lines.append(f"- pair {pair + 1}: shardq {rate['shardq']:,.0f}/s, pgqueuer "
+                         f"{rate['pgqueuer']:,.0f}/s, {ratios[-1]:.2f}x")
+            print(lines[-1], flush=True)
+    lines.append(f"\nshardq ÷ pgqueuer: median {harness.median(ratios):.2f}x over "
+                 f"{len(ratios)} pairs ({', '.join(f'{r:.2f}' for r in ratios)}); medians "
+                 f"shardq {harness.median(rates['shardq']):,.0f}/s, pgqueuer "
+                 f"{harness.median(rates['pgqueuer']):,.0f}/s")
+    print(harness.write_result("enqueue_ab-quick.md" if args.quick else "enqueue_ab.md",
+                               "\n".join(lines)).read_text())
     return 0
 
 

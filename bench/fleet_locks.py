@@ -1,24 +1,26 @@
 """Who waits on whom while many connections claim.
 
-    python -m bench.fleet_locks [CLIENTS] [TASKS]
+    python -m bench.fleet_locks [--clients 128] [--tasks 100000] [--quick] [--dsn URL]
 
 Runs the suite's pgbench claim + ack (:func:`bench.suite.ceiling.drain`) once on 1
 bucket and once on 16, on a fresh embedded server, while a thread samples every 20 ms
 the active backends of the database: their wait state, which statement each runs
 (claim or ack), and which statement the backend blocking it runs
-(``pg_blocking_pids``).  Prints the shares; writes nothing.  The suite's section 7
+(``pg_blocking_pids``).  Prints the shares and writes them to
+``bench/results/fleet_locks.md``.  The suite's section 7
 samples the wait states alone; this attributes them.
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 import threading
 from collections import Counter
 
 import psycopg
 
-from bench.suite import backlog, ceiling, fleet, harness
+from bench import harness
+from bench.suite import backlog, ceiling, fleet
 
 # The statement a backend runs, by a fragment only that statement's text contains.
 KIND = ("CASE WHEN {q} LIKE '%%DELETE FROM shardq.tasks%%' THEN 'ack' "
@@ -47,8 +49,8 @@ def sample(url: str, stop: threading.Event, states: Counter[tuple[str, str]],
     return n
 
 
-def attribute(url: str, buckets: int, clients: int, tasks: int) -> None:
-    """One pgbench claim+ack run on database ``url``, sampled; print the shares."""
+def attribute(url: str, buckets: int, clients: int, tasks: int) -> list[str]:
+    """One pgbench claim+ack run on database ``url``, sampled; the shares."""
     backlog.top_up(url, tasks)
     states: Counter[tuple[str, str]] = Counter()
     blocked: Counter[tuple[str, str, str]] = Counter()
@@ -61,21 +63,34 @@ def attribute(url: str, buckets: int, clients: int, tasks: int) -> None:
     stop.set()
     sampler.join()
     total, n = sum(states.values()) or 1, max(1, samples[0])
-    print(f"== {buckets} bucket(s), {clients} clients: {out['rate']:,.0f} tasks/s, {n} samples")
-    for (state, kind), count in states.most_common(8):
-        print(f"  {count / total:6.1%} of active samples: {kind} in {state}")
-    for (state, kind, blocker), count in blocked.most_common(5):
-        print(f"  {count / n:6.2f} per sample: {kind} in {state}, blocked by {blocker}")
+    lines = [f"## {buckets} bucket(s), {clients} clients: {out['rate']:,.0f} tasks/s, "
+             f"{n} samples", ""]
+    lines += [f"- {count / total:6.1%} of active samples: {kind} in {state}"
+              for (state, kind), count in states.most_common(8)]
+    lines += [f"- {count / n:6.2f} per sample: {kind} in {state}, blocked by {blocker}"
+              for (state, kind, blocker), count in blocked.most_common(5)]
+    return [*lines, ""]
 
 
-def main() -> None:
-    """Run 1 then 16 buckets and print who waited on whom."""
-    clients = int(sys.argv[1]) if len(sys.argv) > 1 else 128
-    tasks = int(sys.argv[2]) if len(sys.argv) > 2 else 100_000
-    with harness.fresh_server(None, fleet.MAX_CONNECTIONS) as (_admin, _description, dbs):
+def main(argv: list[str] | None = None) -> int:
+    """Run 1 then 16 buckets; print and write who waited on whom."""
+    p = argparse.ArgumentParser(prog="python -m bench.fleet_locks", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--clients", type=int, default=128)
+    p.add_argument("--tasks", type=int, default=100_000)
+    p.add_argument("--quick", action="store_true", help="8 clients, 2,000 tasks")
+    harness.add_server_argument(p)
+    args = p.parse_args(argv)
+    if args.quick:
+        args.clients, args.tasks = 8, 2_000
+    lines = ["# Who waits on whom while many connections claim", ""]
+    with harness.fresh_server(args.dsn, fleet.MAX_CONNECTIONS) as (_admin, _description, dbs):
         for buckets in (1, 16):
-            attribute(dbs.migrated(buckets), buckets, clients, tasks)
+            lines += attribute(dbs.migrated(buckets), buckets, args.clients, args.tasks)
+    print(harness.write_result("fleet_locks-quick.md" if args.quick else "fleet_locks.md",
+                               "\n".join(lines)).read_text())
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -25,6 +25,7 @@ import argparse
 import json
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -33,10 +34,10 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 import shardq
-from bench import common
+from bench import harness
 from shardq.core import sqlfiles
 
-Q, BUCKETS, HOT, BATCH, THREADS, LIMIT = common.QUEUE, 16, 50, 1000, 4, 100
+Q, BUCKETS, HOT, BATCH, THREADS, LIMIT = harness.QUEUE, 16, 50, 1000, 4, 100
 SINGLE = ("unkeyed", "key=, distinct", "key=, 50 hot keys")
 MANY = ("COPY, unkeyed", "keys=, distinct")
 BACKLOGS = ("unkeyed", "keyed, distinct", "unkeyed + 50 hot", "keyed + 50 hot",
@@ -103,7 +104,7 @@ class Producer:
 def enqueue_rep(admin: str, configs: tuple[str, ...], rounds: int, block: int,
                 rep: int) -> dict[str, float]:
     """One rep: a fresh database per configuration, timed blocks alternated round by round."""
-    with common.Databases(admin, prefix="shardq_keys") as dbs:
+    with harness.Databases(admin, prefix="shardq_keys") as dbs:
         producers = [Producer(dbs.migrated(BUCKETS), c) for c in _rotated(configs, rep)]
         try:
             for p in producers:
@@ -127,11 +128,11 @@ def walk(node: Plan) -> Iterator[Plan]:
         yield from walk(child)
 
 
-def explain(conn: common.Connection, name: str, params: dict[str, Any]) -> dict[str, Any]:
+def explain(conn: harness.Connection, name: str, params: dict[str, Any]) -> dict[str, Any]:
     """One statement under EXPLAIN (ANALYZE, BUFFERS), rolled back: rows, loops, buffers."""
     query = sqlfiles.query(name, "postgresql", "bucket", LIMIT)
     with conn.transaction(force_rollback=True):
-        doc = common.scalar(conn, sql.SQL("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ") + query,
+        doc = harness.scalar(conn, sql.SQL("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ") + query,
                             {"now": None, "queue": Q, **params})
     doc = json.loads(doc) if isinstance(doc, str) else doc
     top = doc[0]["Plan"]
@@ -149,9 +150,10 @@ def _buffers(node: Plan) -> int:
     return int(node["Shared Hit Blocks"] + node["Shared Read Blocks"])
 
 
-CLAIM_PARAMS = {"bucket": 3, "lease_s": 30.0, "worker_id": None}
+CLAIM_PARAMS = {"bucket": 3, "lease_s": 30.0, "worker_id": None, "token": uuid.uuid4()}
 ENQUEUE_PARAMS = {"payload": Jsonb({"n": 0}), "run_at": None, "delay_s": None, "priority": 0,
-                  "max_attempts": 10, "notify": True}
+                  "max_attempts": 10, "notify": True, "id": uuid.uuid4(), "group": None,
+                  "trace_context": None}  # each EXPLAIN is rolled back: one id serves
 
 
 class Claimer:
@@ -184,7 +186,7 @@ def _fill(c: str, url: str, backlog: int) -> dict[str, Any]:
         conn.execute("VACUUM ANALYZE shardq.tasks")
         filled = {"plan": explain(conn, "claim", {**CLAIM_PARAMS, "bucket": 0}),
                   "seconds": 0.0}
-    common.checkpoint(url)
+    harness.checkpoint(url)
     return filled
 
 
@@ -192,7 +194,7 @@ def claim_rep(admin: str, backlog: int, seconds: float, rep: int) -> dict[str, d
     """One rep: each backlog kind on its own database, EXPLAIN one claim each, then
     ``SLICES`` rounds of claim+ack runs of ``seconds / SLICES``, alternating the kinds."""
     configs = _rotated(BACKLOGS, rep)
-    with common.Databases(admin, prefix="shardq_keys") as dbs:
+    with harness.Databases(admin, prefix="shardq_keys") as dbs:
         urls = {c: dbs.migrated(BUCKETS) for c in configs}
         out = {c: _fill(c, url, backlog) for c, url in urls.items()}
         clients = {c: shardq.Client(u, pool_max_size=THREADS + 1) for c, u in urls.items()}
@@ -208,7 +210,7 @@ def claim_rep(admin: str, backlog: int, seconds: float, rep: int) -> dict[str, d
                             w[i].tasks, w[i].claim_ms = 0, []
                         return w[i].step
 
-                    out[c]["seconds"] += common.run_threads(THREADS, seconds / SLICES, start)
+                    out[c]["seconds"] += harness.run_threads(THREADS, seconds / SLICES, start)
         finally:
             for client in clients.values():
                 client.close()
@@ -238,7 +240,7 @@ def explain_tables(admin: str, rows: int) -> list[list[object]]:
     run = rows // 20  # running keyed tasks, each with a follow-up
     for label, keyed, extra in (("unkeyed only", False, 0), ("+ keyed tasks", True, rows),
                                 ("+ unkeyed tasks (control)", False, rows)):
-        with common.Databases(admin, prefix="shardq_keys") as dbs, \
+        with harness.Databases(admin, prefix="shardq_keys") as dbs, \
                 psycopg.connect(dbs.migrated(BUCKETS), autocommit=True) as conn:
             conn.execute(BASE, {"q": Q, "n": rows})
             # Waiting keys w1.., running keys r1.. and their follow-ups (same keys, ids f1..).
@@ -256,7 +258,7 @@ def explain_tables(admin: str, rows: int) -> list[list[object]]:
                 scans = sorted(g["scan_buffers"] for g in got)
                 out.append([label, counts, name, got[0]["shape"], got[0]["rows"],
                             got[0]["removed"], got[0]["loops"], f"{scans[0]}-{scans[-1]}",
-                            common.median(buffers), f"{buffers[0]}-{buffers[-1]}"])
+                            harness.median(buffers), f"{buffers[0]}-{buffers[-1]}"])
     return out
 
 
@@ -268,7 +270,7 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument(f"--{flag}", type=int)
     p.add_argument("--seconds", type=float)
     p.add_argument("--quick", action="store_true", help="tiny sizes, 1 rep")
-    common.add_server_argument(p)
+    harness.add_server_argument(p)
     a = p.parse_args(argv)
     for k, v in (QUICK if a.quick else FULL).items():
         setattr(a, k, v if getattr(a, k) is None else getattr(a, k))
@@ -276,7 +278,7 @@ def main(argv: list[str] | None = None) -> None:
     single: dict[str, list[float]] = {c: [] for c in SINGLE}
     many: dict[str, list[float]] = {c: [] for c in MANY}
     claims: dict[str, list[dict[str, Any]]] = {c: [] for c in BACKLOGS}
-    with common.server(a.dsn) as (admin, description):
+    with harness.server(a.dsn) as (admin, description):
         for rep in range(a.reps):
             for c, r in enqueue_rep(admin, SINGLE, a.single // 100, 100, rep).items():
                 single[c].append(r)
@@ -287,16 +289,17 @@ def main(argv: list[str] | None = None) -> None:
             print(f"rep {rep + 1}:", {c: round(v[-1]) for c, v in (*single.items(), *many.items())},
                   {c: round(v[-1]["rate"]) for c, v in claims.items()}, file=log)
         plans = explain_tables(admin, a.rows)
-        machine = common.machine_lines(admin, description)
+        machine = harness.machine_lines(admin, description)
     text = report(a, single, many, claims, plans, machine)
     print(text)
-    common.write_result("keys-quick.md" if a.quick else "keys.md", text)
+    harness.write_result("keys-quick.md" if a.quick else "keys.md", text)
 
 
 def _rates(runs: dict[str, list[float]]) -> list[list[object]]:
     base = runs[next(iter(runs))]
-    return [[c, common.median(v), ", ".join(f"{x:,.0f}" for x in v),
-             common.median([x / b for x, b in zip(v, base, strict=True)])] for c, v in runs.items()]
+    return [[c, harness.median(v), ", ".join(f"{x:,.0f}" for x in v),
+             harness.median([x / b for x, b in zip(v, base, strict=True)])]
+            for c, v in runs.items()]
 
 
 def report(a: argparse.Namespace, single: dict[str, list[float]], many: dict[str, list[float]],
@@ -308,12 +311,12 @@ def report(a: argparse.Namespace, single: dict[str, list[float]], many: dict[str
     for (c, med, per_rep, ratio), rs in zip(_rates(rate_of), claims.values(), strict=True):
         ms = [m for r in rs for m in r["claim_ms"]]
         pl = rs[0]["plan"]
-        rows.append([c, med, per_rep, ratio, common.percentile(ms, 50), common.percentile(ms, 99),
+        rows.append([c, med, per_rep, ratio, harness.percentile(ms, 50), harness.percentile(ms, 99),
                      pl["rows"], pl["removed"], pl["loops"], pl["check"],
-                     common.median([r["after"]["check"] for r in rs]), pl["buffers"],
-                     common.median([r["after"]["buffers"] for r in rs]),
-                     common.median([r["plan"]["ms"] for r in rs]),
-                     common.median([r["after"]["ms"] for r in rs])])
+                     harness.median([r["after"]["check"] for r in rs]), pl["buffers"],
+                     harness.median([r["after"]["buffers"] for r in rs]),
+                     harness.median([r["plan"]["ms"] for r in rs]),
+                     harness.median([r["after"]["ms"] for r in rs])])
     headers = ["configuration", "median tasks/s", "tasks/s per rep", "÷ first row (median)"]
     return "\n".join([
         "# Keyed tasks: what they cost, and what unkeyed tasks pay", "", *machine,
@@ -322,10 +325,10 @@ def report(a: argparse.Namespace, single: dict[str, list[float]], many: dict[str
         "rotated per rep); ratios: medians of the per-rep ratios to the first row", "",
         f"## Enqueue, one thread, {a.single:,} single calls per configuration and rep "
         "(blocks of 100; notify on)", "",
-        common.markdown_table(headers, _rates(single)), "",
+        harness.markdown_table(headers, _rates(single)), "",
         f"The 50-hot-keys runs coalesced every timed enqueue into a waiting task. "
         f"Batches: {a.batches} x `enqueue_many` of {BATCH:,} per configuration and rep:", "",
-        common.markdown_table(headers, _rates(many)), "",
+        harness.markdown_table(headers, _rates(many)), "",
         f"## Claim+ack, {THREADS} threads, `claim_bucket(limit={LIMIT})` round-robin + "
         f"`ack_many` on a {a.backlog:,}-task backlog, {a.seconds:g} s per configuration and "
         f"rep in {SLICES} slices", "",
@@ -336,7 +339,7 @@ def report(a: argparse.Namespace, single: dict[str, list[float]], many: dict[str
         "returned / removed by filter, keyed-check subplan loops and buffers: first rep) "
         "and after them (`after`: medians over reps), with the dead index entries the "
         "runs left behind (no VACUUM in between).", "",
-        common.markdown_table([*headers, "claim p50 ms", "claim p99 ms", "scan rows",
+        harness.markdown_table([*headers, "claim p50 ms", "claim p99 ms", "scan rows",
                                "removed", "check loops", "check buffers",
                                "check buffers after", "buffers", "buffers after",
                                "EXPLAIN ms", "EXPLAIN ms after"], rows), "",
@@ -348,7 +351,7 @@ def report(a: argparse.Namespace, single: dict[str, list[float]], many: dict[str
         "unkeyed `enqueue` (random id). Buffers: shared hit+read of the claim's index scan "
         "of tasks_pkey (range), and of the whole statement (median and range), over 5 runs "
         "after a warm-up.", "",
-        common.markdown_table(["table", "(rows, keyed)", "statement", "plan", "scan rows",
+        harness.markdown_table(["table", "(rows, keyed)", "statement", "plan", "scan rows",
                                "removed", "check loops", "scan buffers",
                                "buffers (median)", "buffers (range)"], plans), ""])
 

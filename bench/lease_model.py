@@ -30,7 +30,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from bench import common
+from bench import harness
 
 BUCKETS = 16
 HELD_LEASE_S = 3600.0
@@ -82,14 +82,14 @@ def q(template: str, model: str, limit: int = 0) -> sql.Composed:
         key=sql.SQL(", ").join(map(sql.Identifier, KEY[model])), limit=sql.Literal(limit))
 
 
-def claim(conn: common.Connection, model: str, bucket: int, limit: int,
+def claim(conn: harness.Connection, model: str, bucket: int, limit: int,
           lease_s: float = LEASE_S) -> list[tuple[Any, ...]]:
     """Claim up to ``limit`` tasks of one bucket; their (ctid, lease_token)."""
-    params = {"bucket": bucket, "queue": common.QUEUE, "lease_s": lease_s}
+    params = {"bucket": bucket, "queue": harness.QUEUE, "lease_s": lease_s}
     return conn.execute(q(CLAIM, model, limit), params).fetchall()
 
 
-def ack(conn: common.Connection, model: str, rows: list[tuple[Any, ...]]) -> None:
+def ack(conn: harness.Connection, model: str, rows: list[tuple[Any, ...]]) -> None:
     """Delete claimed tasks (lease-token checked); fail if any was not there."""
     params = {"ctids": [r[0] for r in rows], "tokens": [r[1] for r in rows]}
     cur = conn.execute(q(ACK, model), params)
@@ -101,20 +101,20 @@ def reset(url: str, model: str, rows: int, locked: int) -> None:
     """Refill the model's table, hold ``locked`` tasks claimed, VACUUM ANALYZE."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(q("TRUNCATE {t}", model))
-        conn.execute(q(FILL, model), {"buckets": BUCKETS, "queue": common.QUEUE, "n": rows})
+        conn.execute(q(FILL, model), {"buckets": BUCKETS, "queue": harness.QUEUE, "n": rows})
         for bucket in range(BUCKETS):  # the same number of held tasks in every bucket
             share = locked // BUCKETS + (bucket < locked % BUCKETS)
             if share and len(claim(conn, model, bucket, share, HELD_LEASE_S)) != share:
                 raise RuntimeError(f"model {model}: bucket {bucket} has under {share} tasks")
         conn.execute(q("VACUUM ANALYZE {t}", model))
-    common.checkpoint(url)
+    harness.checkpoint(url)
 
 
 def explain(url: str, model: str, limit: int) -> dict[str, float]:
     """Rows and buffers of one claim of bucket 0 under EXPLAIN (ANALYZE, BUFFERS), rolled back."""
     with psycopg.connect(url) as conn:
         stmt = sql.SQL("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ") + q(CLAIM, model, limit)
-        doc = common.scalar(conn, stmt, {"bucket": 0, "queue": common.QUEUE, "lease_s": LEASE_S})
+        doc = harness.scalar(conn, stmt, {"bucket": 0, "queue": harness.QUEUE, "lease_s": LEASE_S})
         conn.rollback()
     top = doc[0]
     nodes, scans = [top["Plan"]], []
@@ -179,7 +179,7 @@ def run_once(url: str, model: str, threads: int, limit: int, seconds: float,
         return step
 
     try:
-        run.seconds = common.run_threads(threads, seconds, start)
+        run.seconds = harness.run_threads(threads, seconds, start)
     finally:
         for c in conns:
             c.close()
@@ -190,16 +190,16 @@ def report(args: argparse.Namespace, runs: dict[str, list[Run]],
            plans: dict[tuple[str, str], list[dict[str, float]]], machine: list[str]) -> str:
     """The results as markdown, ending with a conclusion that states the numbers."""
     ms = {m: [x for r in runs[m] for x in r.claim_ms] for m in "AB"}
-    p50 = {m: common.percentile(ms[m], 50) for m in "AB"}
-    p99 = {m: common.percentile(ms[m], 99) for m in "AB"}
-    rate = {m: common.median([r.rate for r in runs[m]]) for m in "AB"}
-    plan = {k: {f: common.median([p[f] for p in v]) for f in v[0]} for k, v in plans.items()}
-    totals = [[m, p50[m], p99[m], rate[m], common.median([r.seconds for r in runs[m]]),
+    p50 = {m: harness.percentile(ms[m], 50) for m in "AB"}
+    p99 = {m: harness.percentile(ms[m], 99) for m in "AB"}
+    rate = {m: harness.median([r.rate for r in runs[m]]) for m in "AB"}
+    plan = {k: {f: harness.median([p[f] for p in v]) for f in v[0]} for k, v in plans.items()}
+    totals = [[m, p50[m], p99[m], rate[m], harness.median([r.seconds for r in runs[m]]),
                len(ms[m]), sum(r.empty_claims for r in runs[m])] for m in "AB"]
-    reps = [[i + 1, *(common.percentile(runs[m][i].claim_ms, 50) for m in "AB"),
+    reps = [[i + 1, *(harness.percentile(runs[m][i].claim_ms, 50) for m in "AB"),
              *(runs[m][i].rate for m in "AB"),
-             common.percentile(runs["B"][i].claim_ms, 50)
-             / common.percentile(runs["A"][i].claim_ms, 50),
+             harness.percentile(runs["B"][i].claim_ms, 50)
+             / harness.percentile(runs["A"][i].claim_ms, 50),
              runs["B"][i].rate / runs["A"][i].rate] for i in range(args.reps)]
     explains = [[m, when, p["returned"], p["removed"], p["scan_hit"], p["total_hit"], p["ms"]]
                 for (m, when), p in plan.items()]
@@ -218,16 +218,16 @@ def report(args: argparse.Namespace, runs: dict[str, list[Run]],
         "each table has a partial lease index `WHERE status = 'locked'`",
         "- latency: client-side wall time of claims that returned tasks, pooled over all runs",
         "",
-        common.markdown_table(["model", "claim p50 ms", "claim p99 ms", "median tasks/s",
+        harness.markdown_table(["model", "claim p50 ms", "claim p99 ms", "median tasks/s",
                                "median run s", "timed claims", "empty claims"], totals),
         "", "Per repetition (runs made side by side):", "",
-        common.markdown_table(["rep", "A p50 ms", "B p50 ms", "A tasks/s", "B tasks/s",
+        harness.markdown_table(["rep", "A p50 ms", "B p50 ms", "A tasks/s", "B tasks/s",
                                "p50 B ÷ A", "tasks/s B ÷ A"], reps),
         "", f"One claim of bucket 0 under `EXPLAIN (ANALYZE, BUFFERS)`, rolled back (median of "
         f"{args.reps} rep(s)); fresh = just after the reset, after load = after the timed run. "
         "Rows read by the index scan = returned + removed by filter; buffers = shared hit + read:",
         "",
-        common.markdown_table(["model", "when", "rows returned", "rows removed by filter",
+        harness.markdown_table(["model", "when", "rows returned", "rows removed by filter",
                                "scan buffers", "statement buffers", "execution ms"], explains),
         "", "## Conclusion", "", conclusion(args, p50, p99, rate, plan), ""])
 
@@ -272,7 +272,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="smoke run (explicit flags still win)")
     p.add_argument("--output", help="file name under bench/results, or an absolute path "
                    "(default lease_model.md, or lease_model-quick.md with --quick)")
-    common.add_server_argument(p)
+    harness.add_server_argument(p)
     args = p.parse_args(argv)
     defaults = ({"rows": 50_000, "locked": 2_500, "seconds": 1.0, "reps": 1} if args.quick
                 else {"rows": 200_000, "locked": 10_000, "seconds": 5.0, "reps": 3})
@@ -288,7 +288,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmark and print/write its markdown report."""
     args = parse_args(argv)
-    with common.server(args.dsn) as (admin, description), common.Databases(admin) as dbs:
+    with harness.server(args.dsn) as (admin, description), harness.Databases(admin) as dbs:
         url = dbs.create()
         with psycopg.connect(url, autocommit=True) as conn:
             for m in "AB":
@@ -306,10 +306,10 @@ def main(argv: list[str] | None = None) -> None:
                 runs[m].append(run)
                 print(f"rep {rep + 1}/{args.reps} model {m}: {run.rate:,.0f} tasks/s "
                       f"({run.tasks:,} in {run.seconds:.1f} s), claim p50 "
-                      f"{common.percentile(run.claim_ms, 50):.2f} ms", file=sys.stderr)
-        text = report(args, runs, plans, common.machine_lines(admin, description))
+                      f"{harness.percentile(run.claim_ms, 50):.2f} ms", file=sys.stderr)
+        text = report(args, runs, plans, harness.machine_lines(admin, description))
     print(text)
-    print(f"written to {common.write_result(args.output, text)}", file=sys.stderr)
+    print(f"written to {harness.write_result(args.output, text)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from typing import Any
 import psycopg
 
 import shardq
-from bench import common
+from bench import harness
 from shardq.worker.claimer import Schedule
 
 Q = "order"
@@ -210,14 +210,14 @@ def summarize(runs: list[Drain], buckets: int, claimers: int, batch: int) -> dic
         return sum(w[0] <= bound and w[2] <= batch * (bound - 1) for w in waits)
 
     return {
-        "max": common.median([max(x) for x in disp]),
-        "p99": common.median([common.percentile(x, 99) for x in disp]),
-        "p50": common.median([common.percentile(x, 50) for x in disp]),
-        "skew": common.median([max(abs(c - n / buckets) for c in r.per_bucket.values())
+        "max": harness.median([max(x) for x in disp]),
+        "p99": harness.median([harness.percentile(x, 99) for x in disp]),
+        "p50": harness.median([harness.percentile(x, 50) for x in disp]),
+        "skew": harness.median([max(abs(c - n / buckets) for c in r.per_bucket.values())
                                for r in runs]),
-        "claims": max(w[0] for w in waits), "claims_p50": common.median([w[0] for w in waits]),
+        "claims": max(w[0] for w in waits), "claims_p50": harness.median([w[0] for w in waits]),
         "full": max(w[1] for w in waits), "tasks": max(w[2] for w in waits),
-        "ms": common.median([w[3] for w in waits]), "ms_max": max(w[3] for w in waits),
+        "ms": harness.median([w[3] for w in waits]), "ms_max": max(w[3] for w in waits),
         "spread": spread, "rotation": rotation, "probes": len(waits), "B": buckets, "C": claimers,
         "cooling": sum(w[4] for w in waits), "in_spread": within(spread),
         "in_rotation": within(rotation)}
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--buckets")
     p.add_argument("--claimers")
     p.add_argument("--quick", action="store_true", help="3,000 tasks, B in 1,16, C in 1,8, 1 rep")
-    common.add_server_argument(p)
+    harness.add_server_argument(p)
     a = p.parse_args(argv)
     quick = {"tasks": 3_000, "reps": 1, "buckets": "1,16", "claimers": "1,8"}
     full = {"tasks": 20_000, "reps": 3, "buckets": "1,4,16,64", "claimers": "1,2,8"}
@@ -242,19 +242,19 @@ def main(argv: list[str] | None = None) -> None:
     configs = [(int(b), int(c), m) for b in a.buckets.split(",") for c in a.claimers.split(",")
                for m in MODES]
     runs: dict[tuple[int, int, str], list[Drain]] = {c: [] for c in configs}
-    with common.server(a.dsn) as (admin, description):
+    with harness.server(a.dsn) as (admin, description):
         for rep in range(a.reps):
             for i in range(len(configs)):
                 b, c, m = configs[(i + rep * 5) % len(configs)]
-                with common.Databases(admin, prefix="shardq_order") as dbs:
+                with harness.Databases(admin, prefix="shardq_order") as dbs:
                     runs[b, c, m].append(drain(dbs.migrated(b), a.tasks, c, a.batch, m))
                 print(f"rep {rep + 1} B={b} C={c} {m}: max displacement "
                       f"{max(abs(p - r) for p, r in enumerate(runs[b, c, m][-1].order))}, "
                       f"probe waits {[w[:3] for w in runs[b, c, m][-1].waits]}", file=sys.stderr)
-        machine = common.machine_lines(admin, description)
+        machine = harness.machine_lines(admin, description)
     text = report(a, runs, machine)
     print(text)
-    common.write_result("ordering-quick.md" if a.quick else "ordering.md", text)
+    harness.write_result("ordering-quick.md" if a.quick else "ordering.md", text)
 
 
 def report(a: argparse.Namespace, runs: dict[tuple[int, int, str], list[Drain]],
@@ -307,7 +307,7 @@ def report(a: argparse.Namespace, runs: dict[tuple[int, int, str], list[Drain]],
         "|bucket size - N/B|; `estimate`: L·(B-1) + B·s; `max, notify`: the same drains with "
         "the NOTIFY hint after each probe (one claimer then takes a batch from the probe's "
         "bucket next).", "",
-        common.markdown_table(["B", "C", "max", "p99", "p50", "L·(B-1)", "skew s",
+        harness.markdown_table(["B", "C", "max", "p99", "p50", "L·(B-1)", "skew s",
                                "estimate", "max, notify"], order_rows), "",
         "## Urgent probes: claims and tasks between the enqueue and the probe's claim", "",
         "Claims: claim statements (all claimers, empty ones included; `non-empty`: those "
@@ -317,7 +317,7 @@ def report(a: argparse.Namespace, runs: dict[tuple[int, int, str], list[Drain]],
         "rotation C·B + C; a probe is within a bound when its claims are and its tasks are "
         "within L·(bound - 1). `cooling`: probes whose bucket a claim had found empty in the "
         "last poll-max. Maxima over all probes of all reps.", "",
-        common.markdown_table(["B", "C", "mode", "claims p50", "claims max", "non-empty max",
+        harness.markdown_table(["B", "C", "mode", "claims p50", "claims max", "non-empty max",
                                "spread bound", "rotation bound", "tasks max", "ms p50",
                                "ms max", "within spread", "within rotation", "cooling"],
                               probe_rows), "",

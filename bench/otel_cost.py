@@ -45,7 +45,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from opentelemetry.trace import NoOpTracer, Tracer
 
 import shardq
-from bench import common
+from bench import harness
 from shardq.contrib.opentelemetry import ShardqInstrumentor
 from shardq.core import tracing
 from shardq.core.config import ClientConfig
@@ -94,7 +94,7 @@ def drain(url: str, n: int, producer: Tracer) -> tuple[float, float]:
             worker.start()
             if not finished.wait(DRAIN_TIMEOUT_S):
                 raise RuntimeError(f"the drain did not finish in {DRAIN_TIMEOUT_S}s")
-            while common.scalar(conn, "SELECT count(*) FROM shardq.tasks WHERE queue = %s",
+            while harness.scalar(conn, "SELECT count(*) FROM shardq.tasks WHERE queue = %s",
                                 (QUEUE,)):
                 time.sleep(0.005)  # the last acks
             elapsed, used = time.perf_counter() - began, time.process_time() - cpu
@@ -172,13 +172,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drain", type=int, default=20_000, help="tasks per drain")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="one short repetition")
-    common.add_server_argument(parser)
+    harness.add_server_argument(parser)
     args = parser.parse_args(argv)
     n, reps = (2000, 1) if args.quick else (args.drain, args.reps)
     sdk = TracerProvider()
     sdk.add_span_processor(BatchSpanProcessor(Dropped()))
     runs: dict[str, list[tuple[float, float]]] = {arm: [] for arm in ARMS}
-    with common.server(args.dsn) as (admin, described), common.Databases(admin) as dbs:
+    with harness.server(args.dsn) as (admin, described), harness.Databases(admin) as dbs:
         run_arm("off", dbs.migrated(16), min(n, 2000), sdk)  # warm up: caches, imports
         for rep in range(reps):
             url = dbs.migrated(16)  # one fresh database per repetition
@@ -188,37 +188,37 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"rep {rep + 1} {arm}: {rate:,.0f} tasks/s, {cpu:.1f} µs CPU/task",
                       flush=True)
         lines = ["# OpenTelemetry tracing: the cost on a worker's drain", "",
-                 *common.machine_lines(admin, described), "",
+                 *harness.machine_lines(admin, described), "",
                  f"{reps} repetition(s) of a drain of {n:,} no-op tasks per arm, arms taking "
                  "turns; an in-process worker (batch 100, 2 claimers, 4 handler threads). "
                  "Medians; ratios against `off`.", ""]
         hooks = {arm: [hook_costs(arm, sdk, 2000 if args.quick else 50_000)
                        for _ in range(reps)] for arm in ARMS}
     sdk.shutdown()
-    base_rate = common.median([r for r, _ in runs["off"]])
-    base_cpu = common.median([c for _, c in runs["off"]])
+    base_rate = harness.median([r for r, _ in runs["off"]])
+    base_cpu = harness.median([c for _, c in runs["off"]])
     rows: list[list[Any]] = []
     for arm in ARMS:
-        rate = common.median([r for r, _ in runs[arm]])
-        cpu = common.median([c for _, c in runs[arm]])
+        rate = harness.median([r for r, _ in runs[arm]])
+        cpu = harness.median([c for _, c in runs[arm]])
         rows.append([arm, f"{rate:,.0f}", f"{base_rate / rate:.3f}", f"{cpu:.1f}",
                      f"{cpu / base_cpu:.3f}"])
-    lines.append(common.markdown_table(
+    lines.append(harness.markdown_table(
         ["arm", "tasks/s", "time vs off", "CPU µs/task", "CPU vs off"], rows))
     lines += ["", "The hooks alone, CPU µs per call (medians); a claim and a settle of 100 "
               "tasks:", ""]
     hook_rows = []
     for arm in ARMS:
-        run, claim, settle = (common.median([h[i] for h in hooks[arm]]) for i in range(3))
+        run, claim, settle = (harness.median([h[i] for h in hooks[arm]]) for i in range(3))
         per_task = run + (claim + settle) / 100
         hook_rows.append([arm, f"{run:.2f}", f"{claim:.2f}", f"{settle:.2f}",
                           f"{per_task:.2f}", f"{per_task / base_cpu:.2%}"])
-    lines.append(common.markdown_table(
+    lines.append(harness.markdown_table(
         ["arm", "handler run", "claim", "settle", "per task", "of off's CPU/task"],
         hook_rows))
     lines += ["", "Command: `python -m bench.otel_cost"
               + (" --quick" if args.quick else f" --drain {n} --reps {reps}") + "`"]
-    path = common.write_result("otel_cost-quick.md" if args.quick else "otel_cost.md",
+    path = harness.write_result("otel_cost-quick.md" if args.quick else "otel_cost.md",
                                "\n".join(lines))
     print(path.read_text())
     return 0

@@ -26,7 +26,7 @@ from pathlib import Path
 import psycopg
 
 import shardq
-from bench import common
+from bench import harness
 
 ROOT = Path(__file__).resolve().parent.parent
 QUEUE = "split"
@@ -80,7 +80,7 @@ def run(url: str, tree: Path, tasks: int, seconds: float, concurrency: int,
     try:
         deadline = time.monotonic() + tasks * seconds + 120
         with psycopg.connect(url, autocommit=True) as conn:
-            while common.scalar(conn, "SELECT count(*) FROM shardq.tasks "
+            while harness.scalar(conn, "SELECT count(*) FROM shardq.tasks "
                                       "WHERE status <> 'dead'") > 0:
                 if time.monotonic() > deadline:
                     raise RuntimeError("the daemon did not finish the tasks in time")
@@ -108,27 +108,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--processes", type=int, default=2)
     p.add_argument("--tree", type=Path, default=ROOT, help="source tree whose daemon runs")
     p.add_argument("--quick", action="store_true", help="24 tasks of 1 s, 4 slots per process")
-    p.add_argument("--output", default=None, help="file name under bench/results")
-    common.add_server_argument(p)
+    p.add_argument("--output", default=None, help="file name under bench/results "
+                   "(default prefetch_split.md, or prefetch_split-quick.md with --quick)")
+    harness.add_server_argument(p)
     args = p.parse_args(argv)
     if args.quick:
         args.tasks, args.seconds, args.concurrency = 24, 1.0, 4
-    with common.server(args.dsn) as (admin, description), common.Databases(admin) as dbs:
+    with harness.server(args.dsn) as (admin, description), harness.Databases(admin) as dbs:
         result = run(dbs.migrated(16), args.tree.resolve(), args.tasks, args.seconds,
                      args.concurrency, args.processes)
-        machine = common.machine_lines(admin, description)
+        machine = harness.machine_lines(admin, description)
     command = (f"python -m bench.prefetch_split --tasks {args.tasks} --seconds {args.seconds:g} "
                f"--concurrency {args.concurrency} --processes {args.processes}"
                + (f" --tree {args.tree}" if args.tree.resolve() != ROOT else ""))
-    table = common.markdown_table(
+    table = harness.markdown_table(
         ["tasks per process", "wall s", "even split s", "longest wait since claim s"],
         [[" / ".join(map(str, result.per_process)), f"{result.wall_s:.1f}",
           f"{result.even_wall_s:.1f}", f"{result.max_wait_s:.1f}"]])
     text = "\n".join(["# Slow tasks over worker processes", "", f"`{command}`", "",
                       *machine, "", table])
     print(text)
-    if args.output:
-        common.write_result(args.output, text)
+    harness.write_result(args.output or ("prefetch_split-quick.md" if args.quick
+                                         else "prefetch_split.md"), text)
     return 0
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
-from bench import common
+from bench import harness
 
 HERE = Path(__file__).resolve()
 ROOT = HERE.parent.parent
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tree", type=Path, help="an exported earlier tree (required)")
     p.add_argument("--seconds", type=float, default=3.0)
     p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--quick", action="store_true", help="one short repetition")
+    p.add_argument("--quick", action="store_true", help="one short run at 1, 16, 256 slots")
     p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -120,11 +120,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.tree is None:
         p.error("--tree is required")
     reps, seconds = (1, 0.5) if args.quick else (args.reps, args.seconds)
+    grid = CONCURRENCY[::2] if args.quick else CONCURRENCY
     trees = [("this", ROOT), ("base", args.tree.resolve())]
     runs: dict[tuple[str, str, int], list[dict[str, float]]] = {}
     for rep in range(reps):
         for kind in KINDS:
-            for concurrency in CONCURRENCY:
+            for concurrency in grid:
                 for name, tree in trees[rep % 2:] + trees[:rep % 2]:
                     out = run_child(tree, kind, concurrency, seconds)
                     runs.setdefault((name, kind, concurrency), []).append(out)
@@ -132,26 +133,26 @@ def main(argv: list[str] | None = None) -> int:
                           f"tasks/s, {out['cpu_us']:.1f} us CPU/task", file=sys.stderr)
     rows = []
     for kind in KINDS:
-        for concurrency in CONCURRENCY:
+        for concurrency in grid:
             this, base = runs[("this", kind, concurrency)], runs[("base", kind, concurrency)]
             pairs = list(zip(this, base, strict=True))
             rows.append([kind, concurrency,
-                         common.median([r["rate"] for r in base]),
-                         common.median([r["rate"] for r in this]),
-                         f"{common.median([a['rate'] / b['rate'] for a, b in pairs]):.2f}x",
-                         common.median([r["cpu_us"] for r in base]),
-                         common.median([r["cpu_us"] for r in this]),
-                         f"{common.median([a['cpu_us'] / b['cpu_us'] for a, b in pairs]):.2f}x"])
+                         harness.median([r["rate"] for r in base]),
+                         harness.median([r["rate"] for r in this]),
+                         f"{harness.median([a['rate'] / b['rate'] for a, b in pairs]):.2f}x",
+                         harness.median([r["cpu_us"] for r in base]),
+                         harness.median([r["cpu_us"] for r in this]),
+                         f"{harness.median([a['cpu_us'] / b['cpu_us'] for a, b in pairs]):.2f}x"])
     command = "python -m bench.slot_engine " + " ".join(argv if argv is not None else sys.argv[1:])
     text = "\n".join([
         "# Handler slots alone (no database): this tree against an earlier one", "",
         f"`{command}`: {reps} repetition(s) of {seconds:g} s, trees alternating; handlers "
         "sleep 1 ms; medians, ratios are medians of per-repetition ratios "
         "(see `bench/slot_engine.py`).", "",
-        common.markdown_table(["handler", "slots", "base tasks/s", "this tasks/s",
+        harness.markdown_table(["handler", "slots", "base tasks/s", "this tasks/s",
                                "this ÷ base", "base CPU µs/task", "this CPU µs/task",
                                "this ÷ base (CPU)"], rows), ""])
-    path = common.write_result(f"slot_engine{'-quick' if args.quick else ''}.md", text)
+    path = harness.write_result(f"slot_engine{'-quick' if args.quick else ''}.md", text)
     print(text)
     print(f"written to {path}", file=sys.stderr)
     return 0

@@ -18,7 +18,7 @@ import time
 import psycopg
 
 import shardq
-from bench import common
+from bench import harness
 
 STATES = ("available", "scheduled", "locked", "dead")
 
@@ -61,14 +61,17 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,1000000,2000000")
     parser.add_argument("--runs", type=int, default=21)
-    common.add_server_argument(parser)
+    parser.add_argument("--quick", action="store_true", help="2,000 and 5,000 tasks, 3 calls")
+    harness.add_server_argument(parser)
     args = parser.parse_args(argv)
+    if args.quick:
+        args.sizes, args.runs = "2000,5000", 3
     rows = []
-    with common.server(args.dsn) as (admin, described), common.Databases(admin) as dbs:
+    with harness.server(args.dsn) as (admin, described), harness.Databases(admin) as dbs:
         for size in (int(s) for s in args.sizes.split(",")):
             url = dbs.migrated(16)
             fill(url, size)
-            common.checkpoint(url)  # the load's writes flushed before anything is timed
+            harness.checkpoint(url)  # the load's writes flushed before anything is timed
             with shardq.Client(url) as client:
                 client.stats("bulk")
                 times = []
@@ -82,11 +85,12 @@ def main(argv: list[str] | None = None) -> int:
                 for s in STATES]
             rows.append([size, statistics.median(times), max(times), *cells])
             dbs.close()
-        lines = ["# stats() cost by queue size", "", *common.machine_lines(admin, described),
+        lines = ["# stats() cost by queue size", "", *harness.machine_lines(admin, described),
                  "", f"Median and slowest of {args.runs} calls; each figure: value (true "
                  "count, stated error or exact).", ""]
-    lines.append(common.markdown_table(["tasks", "median ms", "max ms", *STATES], rows))
-    path = common.write_result("stats_cost.md", "\n".join(lines))
+    lines.append(harness.markdown_table(["tasks", "median ms", "max ms", *STATES], rows))
+    name = "stats_cost-quick.md" if args.quick else "stats_cost.md"
+    path = harness.write_result(name, "\n".join(lines))
     print(path.read_text())
     return 0
 

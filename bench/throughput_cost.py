@@ -25,7 +25,7 @@ import psycopg
 from psycopg import sql
 
 import shardq
-from bench import common
+from bench import harness
 from shardq.core import sqlfiles
 from shardq.core.task import TaskId, addresses
 from shardq.ops import produce
@@ -67,7 +67,7 @@ def enqueue_run(url: str, query: sql.Composed, threads: int, seconds: float) -> 
 
             return step
 
-        common.run_threads(threads, seconds, start)
+        harness.run_threads(threads, seconds, start)
     return latencies
 
 
@@ -87,13 +87,14 @@ def ack_run(url: str, query: sql.Composed, threads: int, seconds: float,
                 if not tasks:
                     return True
                 began = time.perf_counter()
-                conn.execute(query, {**addresses(tasks), "now": None})
+                conn.execute(query, {**addresses(tasks), "now": None,
+                                     "attempts_kept": client.config.attempts_kept_per_task})
                 latencies.append((time.perf_counter() - began) * 1000)
                 return True
 
             return step
 
-        common.run_threads(threads, seconds, start)
+        harness.run_threads(threads, seconds, start)
     return latencies
 
 
@@ -106,14 +107,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", default="1,4")
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--quick", action="store_true", help="one short repetition")
-    common.add_server_argument(parser)
+    harness.add_server_argument(parser)
     args = parser.parse_args(argv)
-    seconds, reps = (1.0, 1) if args.quick else (args.seconds, args.reps)
+    seconds, reps = (0.3, 1) if args.quick else (args.seconds, args.reps)
     counts = [int(t) for t in args.threads.split(",")]
     results: dict[tuple[str, int, str], list[float]] = {}
-    with common.server(args.dsn) as (admin, described), common.Databases(admin) as dbs:
+    with harness.server(args.dsn) as (admin, described), harness.Databases(admin) as dbs:
         url = dbs.migrated(16)
-        common.fill_backlog(url, 400_000, QUEUE)
+        harness.fill_backlog(url, 400_000, QUEUE)
         for _ in range(reps):
             for workload, variants in statements().items():
                 for threads in counts:
@@ -123,17 +124,17 @@ def main(argv: list[str] | None = None) -> int:
                                     else ack_run(url, query, threads, seconds, args.batch))
                         results.setdefault((workload, threads, variant), []).extend(run)
         lines = ["# Throughput counting: the cost on enqueue and ack", "",
-                 *common.machine_lines(admin, described), "",
+                 *harness.machine_lines(admin, described), "",
                  f"{reps} repetition(s) of {seconds:g} s per cell, variants alternating; "
                  f"acks of {args.batch} claimed tasks; single-task enqueues.", ""]
     rows = []
     for (workload, threads, variant), lat in sorted(results.items()):
-        rows.append([workload, threads, variant, len(lat), common.median(lat),
-                     common.percentile(lat, 95)])
-    lines.append(common.markdown_table(
+        rows.append([workload, threads, variant, len(lat), harness.median(lat),
+                     harness.percentile(lat, 95)])
+    lines.append(harness.markdown_table(
         ["statement", "threads", "variant", "statements", "median ms", "p95 ms"], rows))
     name = "throughput_cost-quick.md" if args.quick else "throughput_cost.md"
-    path = common.write_result(name, "\n".join(lines))
+    path = harness.write_result(name, "\n".join(lines))
     print(path.read_text())
     return 0
 

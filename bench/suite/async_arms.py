@@ -33,7 +33,7 @@ import asyncpg
 from pgqueuer import AsyncpgPoolDriver, Queries
 
 import shardq
-from bench.common import percentile
+from bench.harness import percentile
 from bench.suite.async_enqueue import POOL, TICK_S
 from bench.suite.probe import QUEUE
 from bench.suite.sys_pgqueuer import connect_kwargs

@@ -16,8 +16,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from bench.common import markdown_table
-from bench.suite import harness
+from bench import harness
+from bench.harness import markdown_table
 from bench.suite.settings import Settings
 from bench.suite.stats import fmt_ratio, med, paired_ratio, select
 
@@ -144,5 +144,5 @@ def section(records: list[Record], settings: Settings) -> list[str]:
             "costs the loop by itself.", "",
             markdown_table(["client", "lag max ms (median)", "lag max ms (worst)",
                             "lag p99 ms", "burst wall ms"], _stall_rows(records)), "",
-            "Goals (issue 26):", "",
+            "Goals:", "",
             markdown_table(["goal", "measured", ""], targets(records, settings)), ""]

@@ -20,12 +20,11 @@ from typing import Any
 import psycopg
 
 import shardq
-from bench import common
-from bench.suite import harness
+from bench import harness
 from bench.suite.settings import SHARDQ, Settings
 
 Record = dict[str, Any]
-QUEUE = common.QUEUE
+QUEUE = harness.QUEUE
 CONSUME = SHARDQ.consume  # the drain scenario's shardq worker
 
 
@@ -52,7 +51,7 @@ def add_future(url: str, n: int) -> None:
 def waiting(url: str) -> int:
     """Tasks of the bench queue that are available and due."""
     with psycopg.connect(url, autocommit=True) as conn:
-        return int(common.scalar(
+        return int(harness.scalar(
             conn, "SELECT count(*) FROM shardq.tasks WHERE queue = %s AND status = %s "
             "AND exec_time <= now()", (QUEUE, "available")))
 
@@ -79,7 +78,7 @@ def fill(url: str, n: int) -> None:
 def top_up(url: str, target: int) -> None:
     """Bring the waiting tasks back to ``target``, VACUUM ANALYZE and CHECKPOINT."""
     fill(url, max(0, target - waiting(url)))
-    common.checkpoint(url)
+    harness.checkpoint(url)
 
 
 def claim_latencies(url: str, samples: int) -> list[float]:
@@ -133,10 +132,10 @@ def run(settings: Settings, dsn: str | None, records: list[Record]) -> None:
                 claims = claim_latencies(url, settings.claim_samples)  # warm, as in steady state
                 records.append({"scenario": "backlog", "config": name, "waiting": n_wait,
                                 "rep": rep, **out,
-                                "claim_p50_ms": common.percentile(claims, 50),
-                                "claim_p99_ms": common.percentile(claims, 99)})
+                                "claim_p50_ms": harness.percentile(claims, 50),
+                                "claim_p99_ms": harness.percentile(claims, 99)})
                 harness.log(f"backlog rep {rep + 1} {name}: {out['rate']:,.0f} tasks/s, claim "
-                            f"p50 {common.percentile(claims, 50):.2f} ms")
+                            f"p50 {harness.percentile(claims, 50):.2f} ms")
                 top_up(url, n_wait)
 
 

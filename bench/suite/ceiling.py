@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psycopg
 
-from bench import common
+from bench import harness
 from shardq.core import sqlfiles
 
 QUEUE = "bench"
@@ -67,7 +67,7 @@ def enqueue_script(batch: int) -> str:
 
 def _count(url: str) -> int:
     with psycopg.connect(url, autocommit=True) as conn:
-        return int(common.scalar(conn, "SELECT count(*) FROM shardq.tasks WHERE queue = %s",
+        return int(harness.scalar(conn, "SELECT count(*) FROM shardq.tasks WHERE queue = %s",
                                  (QUEUE,)))
 
 

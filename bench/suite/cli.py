@@ -19,7 +19,7 @@ takes about 5 minutes on a loaded box.  ``limit`` (the in-process drain beside t
 ceiling, then claim + ack on today's schema and on candidate changes, with the WAL and
 row versions each task costs) takes about 4 minutes.  ``slots`` (sleeping handlers, sync and
 async, 1-256 handler slots in one ``shardq consume``) takes about 6 minutes, twice that
-with ``--slots-base`` (an earlier tree's worker side by side).  ``flow`` (issue 27's
+with ``--slots-base`` (an earlier tree's worker side by side).  ``flow`` (the
 flow-control measurements, :mod:`bench.flow`) takes about 15 minutes.  ``--resume`` re-runs the
 named scenarios and keeps the results file's records of the others; ``--report-only``
 re-renders from that file.
@@ -28,20 +28,19 @@ re-renders from that file.
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import common, flow
+from bench import harness
+from bench.flow import run as flow
 from bench.suite import (
     async_enqueue,
     backlog,
     fleet,
     from_start,
-    harness,
     limit,
     pickup,
     plots,
@@ -51,7 +50,7 @@ from bench.suite import (
 )
 from bench.suite.settings import Settings, quick_settings
 
-OUT = common.RESULTS_DIR / "suite"
+OUT = harness.RESULTS_DIR / "suite"
 SCENARIOS = ("enqueue", "drain", "pickup", "backlog", "ablation", "cost", "fleet", "processes",
              "async", "start", "limit", "slots", "flow")
 
@@ -77,7 +76,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Settings]:
     p.add_argument("--resume", action="store_true",
                    help="keep the results file's records of the scenarios not run now")
     p.add_argument("--out", type=Path, default=OUT, help=f"output directory (default {OUT})")
-    common.add_server_argument(p)
+    harness.add_server_argument(p)
     args = p.parse_args(argv)
     settings = quick_settings() if args.quick else Settings()
     for attr, name in (("reps", "reps"), ("drain", "drain"), ("pickup_s", "pickup_s"),
@@ -110,8 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     suffix = "-quick" if settings.quick else ""
     out.mkdir(parents=True, exist_ok=True)
     raw = out / f"results{suffix}.json"
+    measured: dict[str, object] | None = None  # a stored run's command and commit
     if args.report_only:
-        records += json.loads(raw.read_text())
+        stored, measured = harness.load_records(raw)
+        records += stored
         wanted = ()
     elif args.resume and raw.exists():
         rerun = {"enqueue": ("enqueue_single", "drain"), "drain": ("enqueue_single", "drain"),
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                  "start": ("start",), "limit": ("limit", "limit_candidate"),
                  "slots": (slot_scaling.SCENARIO,), "flow": (flow.SCENARIO,)}
         dropped = {kind for s in wanted for kind in rerun[s]}
-        records += [r for r in json.loads(raw.read_text()) if r["scenario"] not in dropped]
+        records += [r for r in harness.load_records(raw)[0] if r["scenario"] not in dropped]
     steps: list[tuple[str, Callable[[], None]]] = [
         ("enqueue+drain", lambda: throughput.run(settings, args.dsn, records, machine)),
         ("pickup", lambda: pickup.run(settings, args.dsn, records)),
@@ -145,10 +146,10 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # keep the other scenarios' results; exit non-zero
             harness.log(f"scenario {name} FAILED: {exc!r}")
             failed.append(f"{name}: {exc!r}"[:500])
-        raw.write_text(json.dumps(records, indent=1, default=str))
+        harness.dump_records(raw, records)
     if not machine:
-        with common.server(args.dsn) as (admin, description):
-            machine = common.machine_lines(admin, description)
+        with harness.server(args.dsn) as (admin, description):
+            machine = harness.machine_lines(admin, description)
     drawn = plots.draw(records, settings, out / ("plots-quick" if settings.quick else "plots"))
     command = "python -m bench " + shlex.join(argv if argv is not None else sys.argv[1:])
     text = report.render(records, settings, machine, command.strip(),
@@ -156,6 +157,6 @@ def main(argv: list[str] | None = None) -> int:
     if failed:
         text += "\n## Failed scenarios\n\n" + "\n".join(f"- {f}" for f in failed) + "\n"
     target = out / f"report{suffix}.md"
-    target.write_text(text + "\n", encoding="utf-8")
+    target.write_text(harness.stamp(text, measured) + "\n", encoding="utf-8")
     harness.log(f"report written to {target} ({(time.monotonic() - began) / 60:.1f} min)")
     return 1 if failed else 0

@@ -28,7 +28,8 @@ from typing import Any
 
 import psycopg
 
-from bench.suite import backlog, ceiling, harness
+from bench import harness
+from bench.suite import backlog, ceiling
 from bench.suite.settings import Settings
 
 Record = dict[str, Any]

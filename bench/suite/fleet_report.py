@@ -6,7 +6,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench.common import markdown_table
+from bench.harness import markdown_table
 from bench.plotting import plt, save
 from bench.suite.settings import Settings
 from bench.suite.stats import fmt_ratio, med, paired_ratio, select

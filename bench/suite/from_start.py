@@ -29,9 +29,9 @@ import threading
 import time
 from typing import Any
 
-from bench import common
-from bench.common import markdown_table
-from bench.suite import harness, start_app
+from bench import harness
+from bench.harness import markdown_table
+from bench.suite import start_app
 from bench.suite.probe import QUEUE
 from bench.suite.settings import PGQ_100, Settings, Variant
 from bench.suite.stats import fmt_ratio, med, paired_ratio, select
@@ -109,7 +109,7 @@ def run(settings: Settings, dsn: str | None, records: list[Record]) -> None:
                 url = harness.prepare(dbs, variant.system)
                 harness.call({"system": variant.system, "mode": "enqueue", "url": url, "n": n,
                               "batch": settings.enqueue_batch})
-                common.checkpoint(url)
+                harness.checkpoint(url)
                 run_one = _shardq if variant.system == "shardq" else _pgqueuer
                 out = run_one(url, n, deadline_s)
                 records.append({"scenario": "start", "variant": variant.name, "rep": rep, **out})

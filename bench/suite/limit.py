@@ -23,9 +23,9 @@ from typing import Any
 
 import psycopg
 
-from bench import common
-from bench.common import markdown_table
-from bench.suite import backlog, ceiling, harness
+from bench import harness
+from bench.harness import markdown_table
+from bench.suite import backlog, ceiling
 from bench.suite.settings import CEILING, SHARDQ, Settings
 from bench.suite.stats import fmt_ratio, med, paired_ratio, select
 
@@ -91,7 +91,7 @@ def costs(url: str, before: Snapshot) -> Record:
     out: Record = {"done": done, "updates_per_task": (after.updated - before.updated) / done,
                    "hot_per_task": (after.hot - before.hot) / done}
     with psycopg.connect(url, autocommit=True) as conn:
-        out["wal_per_task"] = float(common.scalar(
+        out["wal_per_task"] = float(harness.scalar(
             conn, "SELECT pg_wal_lsn_diff(%s::pg_lsn, %s::pg_lsn)",
             (after.lsn, before.lsn))) / done
         try:
@@ -107,7 +107,7 @@ def costs(url: str, before: Snapshot) -> Record:
     return out
 
 
-def _database(dbs: common.Databases, ddl: tuple[str, ...] = ()) -> str:
+def _database(dbs: harness.Databases, ddl: tuple[str, ...] = ()) -> str:
     url = dbs.migrated(BUCKETS)
     with psycopg.connect(url, autocommit=True) as conn:
         with contextlib.suppress(psycopg.Error):  # without it the WAL records are left out

@@ -11,8 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from bench import common
-from bench.suite import harness
+from bench import harness
 from bench.suite.settings import COST_VARIANTS, PICKUP_VARIANTS, Settings, Variant
 
 Record = dict[str, Any]
@@ -39,8 +38,8 @@ def run_pair(url: str, variant: Variant, rate: float, seconds: float) -> Record:
     return {
         "rate": rate, "sent": producer["sent"], "handled": out["handled"],
         "achieved_rate": producer["sent"] / producer["seconds"],
-        "p50_ms": common.percentile(kept, 50), "p95_ms": common.percentile(kept, 95),
-        "p99_ms": common.percentile(kept, 99), "max_ms": max(kept) if kept else float("nan"),
+        "p50_ms": harness.percentile(kept, 50), "p95_ms": harness.percentile(kept, 95),
+        "p99_ms": harness.percentile(kept, 99), "max_ms": max(kept) if kept else float("nan"),
         "cpu_ms_per_1k": out["cpu_s"] * 1e6 / handled, "peak_rss_mb": out["peak_rss"] / 2**20,
         "xacts_per_task": xacts / handled, "wal_per_task": wal / handled,
     }
@@ -51,7 +50,7 @@ def _loaded_rate(settings: Settings, variant: Variant, records: list[Record]) ->
     rates = [r["rate"] for r in records
              if r["scenario"] == "drain" and r["variant"] == variant.name]
     if rates:
-        return min(settings.loaded_rate, round(0.5 * common.median(rates), -1) or 10.0)
+        return min(settings.loaded_rate, round(0.5 * harness.median(rates), -1) or 10.0)
     return settings.loaded_rate if variant.system != "procrastinate" else settings.loaded_rate / 5
 
 

@@ -1,4 +1,4 @@
-"""The suite's markdown report: medians, side-by-side ratios, costs and the issue's targets."""
+"""The suite's markdown report: medians, side-by-side ratios, costs and the targets."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import flow_report
-from bench.common import markdown_table
+from bench.flow import report as flow_report
+from bench.harness import markdown_table
 from bench.suite import async_enqueue, fleet_report, from_start, limit, slot_scaling
 from bench.suite.settings import DRAIN_VARIANTS, PICKUP_VARIANTS, Settings
 from bench.suite.stats import fmt_ratio, med, paired_ratio, select
@@ -155,7 +155,7 @@ def _cost(records: list[Record], settings: Settings) -> list[str]:
                  r["xacts_per_task"], r["wal_per_task"], r["cpu_ms_per_1k"], r["p99_ms"]]
                 for r in churn]
         short = "" if settings.churn_s >= 600 else (
-            f" **Shortened: {settings.churn_s:g} s instead of the issue's 10 minutes** "
+            f" **Shortened: {settings.churn_s:g} s instead of 10 minutes** "
             "(`--churn-s 600` runs the full period).")
         lines += [f"Churn: producer at {settings.churn_rate:g} tasks/s and the consumer, "
                   f"{settings.churn_s:g} s per system, alone, autovacuum on; then the sizes of "
@@ -167,7 +167,7 @@ def _cost(records: list[Record], settings: Settings) -> list[str]:
 
 
 def targets(records: list[Record]) -> list[list[object]]:
-    """The issue's targets: (target, measured, met?)."""
+    """The targets: (target, measured, met?)."""
     def drain(variant: str) -> list[Record]:
         return select(records, "drain", variant=variant)
 
@@ -235,7 +235,7 @@ def render(records: list[Record], settings: Settings, machine: list[str], comman
         lambda: flow_report.section(records, settings)]
     for section in sections:
         lines += section()
-    lines += ["## Targets (issue 6)", "", markdown_table(["target", "measured", ""],
+    lines += ["## Targets", "", markdown_table(["target", "measured", ""],
                                                          targets(records)), ""]
     if plots:
         lines += ["## Plots", "", *(f"![{p.stem}]({p.as_posix()})" for p in plots), ""]

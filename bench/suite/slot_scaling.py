@@ -27,9 +27,9 @@ from typing import Any
 
 import psycopg
 
-from bench.common import markdown_table
+from bench import harness
+from bench.harness import markdown_table
 from bench.plotting import plt, save
-from bench.suite import harness
 from bench.suite.settings import Settings
 from bench.suite.stats import fmt_ratio, med, paired_ratio, select
 
@@ -249,7 +249,7 @@ def section(records: list[Record], settings: Settings) -> list[str]:
             "cores it got.", "",
             markdown_table(["handler", "kind", "tree", *(f"{c} slots" for c in cs)], cpu_rows),
             "",
-            "Goals (issue 25):", "",
+            "Goals:", "",
             markdown_table(["goal", "measured", ""], targets(records, settings)), ""]
 
 

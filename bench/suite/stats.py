@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from bench.common import median
+from bench.harness import median
 
 Record = dict[str, Any]
 

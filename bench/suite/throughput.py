@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import common
-from bench.suite import ceiling, harness
+from bench import harness
+from bench.suite import ceiling
 from bench.suite.settings import DRAIN_VARIANTS, Settings, Variant
 
 Record = dict[str, Any]
@@ -69,7 +69,7 @@ def run(settings: Settings, dsn: str | None, records: list[Record], machine: lis
     want_drain = "drain" in settings.scenarios or want_enqueue
     with harness.fresh_server(dsn) as (admin, description, dbs):
         if not machine:
-            machine += common.machine_lines(admin, description)
+            machine += harness.machine_lines(admin, description)
         for rep in range(settings.reps):
             order = _rotated(DRAIN_VARIANTS, rep)
             if want_enqueue:

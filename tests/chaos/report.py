@@ -19,6 +19,7 @@ from pathlib import Path
 
 import psycopg
 
+from bench.harness import stamp
 from tests.chaos.harness import ROOT, Figures, Stage
 from tests.chaos.pg import ThrowawayPostgres
 from tests.chaos.proxy import Proxy
@@ -107,10 +108,10 @@ def main() -> None:
         pg.close()
         log_pg.close()
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(top + "\n" + "\n".join(lines) + "\n")
+    OUT.write_text(stamp(top + "\n" + "\n".join(lines) + "\n"))
     print(f"wrote {OUT}")
     if dumps:
-        HANGS.write_text("\n\n".join(dumps))
+        HANGS.write_text(stamp("\n\n".join(dumps)))
         print(f"wrote {HANGS}")
 
 

@@ -1,4 +1,4 @@
-"""Flow control (issue 27) measured with ``shardq consume`` worker processes.
+"""Flow control measured with ``shardq consume`` worker processes.
 
 1. Overhead: the suite's 2-process drain of no-op tasks with no limits, with limits
    so high they never bind (``max_running=1_000_000`` and ``rate=Rate(10_000_000, 1)``)
@@ -12,39 +12,33 @@
 Every run has a fresh database; the worker processes are started, timed and stopped
 as the suite's ``processes`` scenario does (:mod:`bench.suite.sys_shardq`).  Measured
 handlers record their start and end (machine clock) in files beside the run
-(:func:`bench.flow_app.records_dir`).
-The suite runs this as its ``flow`` section (:func:`run`, :func:`bench.flow_report.section`);
-alone it writes ``bench/results/flow.md``:
-
-    python -m bench.flow [--quick] [--only overhead,binding,rate,fairness] [--reps 5]
-        [--dsn URL] [--out FILE] [--records FILE]
+(:func:`bench.flow.app.records_dir`).
+The suite runs this as its ``flow`` section (:func:`run`, :func:`bench.flow.report.section`);
+alone (``python -m bench.flow``, :mod:`bench.flow.__main__`) it writes ``bench/results/flow.md``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import psycopg
 
 import shardq
-from bench import common
-from bench.flow_app import records_dir
-from bench.flow_observe import SlotSampler, max_overlap, per_second, recorded, starts
-from bench.suite import backlog, harness, sys_shardq
+from bench import harness
+from bench.flow.app import records_dir
+from bench.flow.observe import SlotSampler, max_overlap, per_second, recorded, starts
+from bench.suite import backlog, sys_shardq
 from bench.suite.settings import SHARDQ_2P, Settings
 
 Record = dict[str, Any]
 SCENARIO = "flow"
-QUEUE = common.QUEUE
-HANDLER = "bench.flow_app:task"
+QUEUE = harness.QUEUE
+HANDLER = "bench.flow.app:task"
 WORKER = SHARDQ_2P.consume  # the suite's drain: 2 processes, batch 100, 2 claimers, 4 slots
 ARMS: dict[str, dict[str, Any]] = {
     "no limits": {},
@@ -68,9 +62,9 @@ class Sizes:
     warm_s: float = 2.0  # A drains this long before B enqueues
 
 
-QUICK = Sizes(drain=2_000, binding_tasks=400, rate_s=10, group_a=10_000, warm_s=0.5)
+QUICK = Sizes(drain=1_000, binding_tasks=160, rate_s=3, group_a=2_000, warm_s=0.5)
 
-def _database(dbs: common.Databases, limits: dict[str, Any]) -> str:
+def _database(dbs: harness.Databases, limits: dict[str, Any]) -> str:
     """A fresh database with the bench queue's ``limits``."""
     url = harness.prepare(dbs, "shardq")
     if limits:
@@ -95,7 +89,7 @@ def _drain(url: str, n: int, worker: dict[str, Any]) -> Record:
             "rate": out["handled"] / out["elapsed_s"] if out["elapsed_s"] else 0.0}
 
 
-def overhead(dbs: common.Databases, sizes: Sizes, reps: int, records: list[Record]) -> None:
+def overhead(dbs: harness.Databases, sizes: Sizes, reps: int, records: list[Record]) -> None:
     """Measurement 1: the arms side by side, in a rotating order per repetition."""
     arms = list(ARMS)
     for rep in range(reps):
@@ -110,7 +104,7 @@ def overhead(dbs: common.Databases, sizes: Sizes, reps: int, records: list[Recor
             dbs.close()
 
 
-def binding(dbs: common.Databases, sizes: Sizes, records: list[Record]) -> None:
+def binding(dbs: harness.Databases, sizes: Sizes, records: list[Record]) -> None:
     """Measurement 2: a binding max_running under more handler slots than it allows."""
     url = _database(dbs, {"max_running": BINDING["max_running"]})
     _enqueue(url, {"s": BINDING["task_s"], "rec": True}, sizes.binding_tasks)
@@ -142,7 +136,7 @@ def binding(dbs: common.Databases, sizes: Sizes, records: list[Record]) -> None:
     dbs.close()
 
 
-def rate(dbs: common.Databases, sizes: Sizes, records: list[Record]) -> None:
+def rate(dbs: harness.Databases, sizes: Sizes, records: list[Record]) -> None:
     """Measurement 3: a queue rate over ``sizes.rate_s`` whole seconds, the backlog
     ample throughout (a draining queue's last buckets would run dry unevenly)."""
     url = _database(dbs, {"rate": RATE})
@@ -176,7 +170,7 @@ def _workers(url: str, spec: dict[str, Any]) -> Iterator[None]:
         sys_shardq.stop_cli(daemon)
 
 
-def fairness(dbs: common.Databases, sizes: Sizes, records: list[Record]) -> None:
+def fairness(dbs: harness.Databases, sizes: Sizes, records: list[Record]) -> None:
     """Measurement 4: B's 100 tasks arrive while A's backlog drains."""
     url = _database(dbs, {})
     with shardq.Client(url, pool_max_size=1) as client:
@@ -186,7 +180,7 @@ def fairness(dbs: common.Databases, sizes: Sizes, records: list[Record]) -> None
           shardq.Client(url, pool_max_size=1) as client,
           psycopg.connect(url, autocommit=True) as conn):
         def left_a() -> int:
-            return int(common.scalar(conn, "SELECT count(*) FROM shardq.tasks "
+            return int(harness.scalar(conn, "SELECT count(*) FROM shardq.tasks "
                                            "WHERE queue = %s AND task_group = 'A'", (QUEUE,)))
 
         time.sleep(sizes.warm_s)
@@ -214,7 +208,7 @@ def measure(sizes: Sizes, reps: int, dsn: str | None, records: list[Record],
             kinds: tuple[str, ...] = KINDS) -> list[str]:
     """Run the measurements of ``kinds`` on one fresh server; its description lines."""
     with harness.fresh_server(dsn) as (admin, description, dbs):
-        machine = common.machine_lines(admin, description)
+        machine = harness.machine_lines(admin, description)
         steps = {"overhead": lambda: overhead(dbs, sizes, reps, records),
                  "binding": lambda: binding(dbs, sizes, records),
                  "rate": lambda: rate(dbs, sizes, records),
@@ -230,41 +224,3 @@ def measure(sizes: Sizes, reps: int, dsn: str | None, records: list[Record],
 def run(settings: Settings, dsn: str | None, records: list[Record]) -> None:
     """The suite's ``flow`` scenario (``--quick``: :data:`QUICK` sizes)."""
     measure(QUICK if settings.quick else Sizes(), settings.reps, dsn, records)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m bench.flow``: run, print and write the report."""
-    from bench import flow_report
-
-    p = argparse.ArgumentParser(prog="python -m bench.flow", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="small sizes (harness check)")
-    p.add_argument("--only", default=",".join(KINDS), help="comma-separated subset of "
-                   + ",".join(KINDS))
-    p.add_argument("--reps", type=int, default=None, help="overhead repetitions (5; quick 1)")
-    p.add_argument("--out", type=Path, default=None,
-                   help="report file (default bench/results/flow.md, -quick with --quick)")
-    p.add_argument("--records", type=Path, default=None,
-                   help="also write the runs' records here (JSON: the suite's results.json "
-                        "takes them, then `python -m bench --report-only`)")
-    common.add_server_argument(p)
-    args = p.parse_args(argv)
-    kinds = tuple(k.strip() for k in args.only.split(",") if k.strip())
-    if not kinds or set(kinds) - set(KINDS):
-        p.error(f"--only takes {', '.join(KINDS)}")
-    reps = args.reps or (1 if args.quick else 5)
-    records: list[Record] = []
-    began = time.monotonic()
-    machine = measure(QUICK if args.quick else Sizes(), reps, args.dsn, records, kinds)
-    text = flow_report.document(records, machine, args.quick, time.monotonic() - began)
-    print(text)
-    out = args.out or common.RESULTS_DIR / ("flow-quick.md" if args.quick else "flow.md")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text + "\n", encoding="utf-8")
-    if args.records:
-        args.records.write_text(json.dumps(records, indent=1), encoding="utf-8")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -7,7 +7,7 @@ The base statements are the files of the base revision (``git show REV:sql/...``
 composed with this tree's unchanged fragments, so the two differ only by the history.
 Each round claims a batch of ``CLAIM`` tasks and acks it with one variant, then with
 the other, alternating which goes first; reported are the median milliseconds of each
-statement per variant.  Used by :mod:`bench.history_cost`.
+statement per variant.  Used by :mod:`bench.history`.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from bench import common
+from bench import harness
 from shardq.core import migrate, sqlfiles
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CLAIM = 100
 QUEUE = "bench"
 
@@ -55,11 +55,11 @@ def statements(rev: str) -> dict[str, dict[str, sql.Composed]]:
     }
 
 
-def measure(dbs: common.Databases, rev: str, rounds: int) -> dict[str, dict[str, float]]:
+def measure(dbs: harness.Databases, rev: str, rounds: int) -> dict[str, dict[str, float]]:
     """Median ms of each statement per variant over ``rounds`` interleaved rounds."""
     url = dbs.create()
     migrate.upgrade(url, output=io.StringIO())
-    common.fill_backlog(url, rounds * 2 * CLAIM + CLAIM, QUEUE)
+    harness.fill_backlog(url, rounds * 2 * CLAIM + CLAIM, QUEUE)
     variants = statements(rev)
     times: dict[str, dict[str, list[float]]] = {v: {"claim": [], "ack": []} for v in variants}
     worker = uuid.uuid4()
@@ -87,5 +87,5 @@ def measure(dbs: common.Databases, rev: str, rounds: int) -> dict[str, dict[str,
                 conn.execute(variants[name]["ack"], {**located, "now": None,
                                                      "attempts_kept": 20})
                 times[name]["ack"].append((time.perf_counter() - began) * 1000)
-    return {name: {k: common.median(v) for k, v in by.items()} for name, by in times.items()}
+    return {name: {k: harness.median(v) for k, v in by.items()} for name, by in times.items()}
 

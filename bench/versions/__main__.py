@@ -2,7 +2,7 @@
 claim+ack throughput through the public API.
 
 Each repetition runs both code trees, in alternating order, each in its own process
-(``bench/versions_workload.py`` with that tree first on ``sys.path``) against
+(``bench/versions/workload.py`` with that tree first on ``sys.path``) against
 its own fresh database on one server, migrated by that tree's own migrations.  The
 earlier revision is checked out with ``git worktree`` into a temporary directory.
 Reported: per-repetition ratios (this ÷ base) and their medians.
@@ -21,10 +21,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench import common
+from bench import harness
 
-ROOT = Path(__file__).resolve().parent.parent
-WORKLOAD = Path(__file__).resolve().parent / "versions_workload.py"
+ROOT = Path(__file__).resolve().parents[2]
+WORKLOAD = Path(__file__).resolve().parent / "workload.py"
 QUICK = {"tasks": 5_000, "reps": 1}
 
 
@@ -58,9 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tasks", type=int, default=50_000)
     p.add_argument("--threads", type=int, default=4)
     p.add_argument("--reps", type=int, default=5)
-    p.add_argument("--out", default="versions.md")
+    p.add_argument("--out", default=None, help="file name under bench/results "
+                   "(default versions.md, or versions-quick.md with --quick)")
     p.add_argument("--quick", action="store_true", help="small, one repetition")
-    common.add_server_argument(p)
+    harness.add_server_argument(p)
     args = p.parse_args(argv)
     if args.quick:
         args.tasks, args.reps = QUICK["tasks"], QUICK["reps"]
@@ -68,19 +69,20 @@ def main(argv: list[str] | None = None) -> int:
     trees = {"this": ROOT, "base": base}
     runs: dict[str, list[dict[str, float]]] = {"this": [], "base": []}
     try:
-        with common.server(args.dsn) as (admin, description), common.Databases(admin) as dbs:
+        with harness.server(args.dsn) as (admin, description), harness.Databases(admin) as dbs:
             for rep in range(args.reps):
                 order = ["this", "base"] if rep % 2 == 0 else ["base", "this"]
                 for name in order:
                     runs[name].append(run_tree(trees[name], dbs.create(), args.tasks,
                                                args.threads))
                     print(f"rep {rep + 1} {name}: {runs[name][-1]}", flush=True)
-            lines = common.machine_lines(admin, description)
+            lines = harness.machine_lines(admin, description)
     finally:
         remove(base)
     text = report(args, runs, lines)
     print(text)
-    common.write_result(args.out, text)
+    harness.write_result(args.out or ("versions-quick.md" if args.quick else "versions.md"),
+                         text)
     return 0
 
 
@@ -92,9 +94,9 @@ def report(args: argparse.Namespace, runs: dict[str, list[dict[str, float]]],
     rows = []
     for key, label in metrics.items():
         ratios = [t[key] / b[key] for t, b in zip(runs["this"], runs["base"], strict=True)]
-        rows.append([label, common.median([r[key] for r in runs["this"]]),
-                     common.median([r[key] for r in runs["base"]]),
-                     f"{common.median(ratios):.2f}x", ", ".join(f"{r:.2f}" for r in ratios)])
+        rows.append([label, harness.median([r[key] for r in runs["this"]]),
+                     harness.median([r[key] for r in runs["base"]]),
+                     f"{harness.median(ratios):.2f}x", ", ".join(f"{r:.2f}" for r in ratios)])
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                           capture_output=True, text=True, check=False).stdout.strip()
     return "\n".join([
@@ -102,7 +104,7 @@ def report(args: argparse.Namespace, runs: dict[str, list[dict[str, float]]],
         f"- command: `python -m bench.versions --base {args.base} --tasks {args.tasks} "
         f"--threads {args.threads} --reps {args.reps}`",
         *machine, "",
-        common.markdown_table(["workload", "this", "base", "this ÷ base (median)",
+        harness.markdown_table(["workload", "this", "base", "this ÷ base (median)",
                                "per repetition"], rows), ""])
 
 

@@ -1,5 +1,5 @@
 """What the flow-control benchmark (:mod:`bench.flow`) observes: the handler runs
-its worker processes record (:mod:`bench.flow_app`), and the capacity slots held, as
+its worker processes record (:mod:`bench.flow.app`), and the capacity slots held, as
 the database shows them."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import threading
 
 import psycopg
 
-from bench import common
-from bench.flow_app import records_dir
+from bench import harness
+from bench.flow.app import records_dir
 
-QUEUE = common.QUEUE
+QUEUE = harness.QUEUE
 
 
 def recorded(url: str) -> list[list[str]]:
@@ -51,7 +51,7 @@ class SlotSampler:
     def _run(self) -> None:
         with psycopg.connect(self.url, autocommit=True) as conn:
             while not self._stop.wait(0.02):
-                self.samples.append(int(common.scalar(
+                self.samples.append(int(harness.scalar(
                     conn, "SELECT count(*) FROM shardq.tasks WHERE queue = %s "
                           "AND status = 'locked' AND slot IS NOT NULL", (QUEUE,))))
 

@@ -1,6 +1,6 @@
 """The soak's producer: enqueues tasks at a fixed rate, plus a stream of delayed ones.
 
-``python -m bench.soak_producer URL --rate 1000 --delayed 2000 --delay-s 120``: every
+``python -m bench.soak.producer URL --rate 1000 --delayed 2000 --delay-s 120``: every
 tick (50 ms) one ``enqueue_many`` of ``rate / 20`` due tasks; and delayed tasks at
 ``delayed / delay_s`` per second, each ``delay_s`` ahead, so that about ``delayed``
 stand in the table at any time (the harness seeds the first ``delayed`` with delays
@@ -16,10 +16,10 @@ import time
 from typing import Any
 
 import shardq
-from bench.soak_app import QUEUE
+from bench.soak.app import QUEUE
 
 TICK_S = 0.05
-TASK = "bench.soak_app.work"
+TASK = "bench.soak.app.work"
 
 
 def payloads(n: int, due: float) -> list[dict[str, Any]]:
@@ -37,7 +37,7 @@ def seed(client: shardq.Client, delayed: int, delay_s: float) -> None:
 
 def main() -> None:
     """Enqueue until SIGTERM."""
-    parser = argparse.ArgumentParser(prog="python -m bench.soak_producer")
+    parser = argparse.ArgumentParser(prog="python -m bench.soak.producer")
     parser.add_argument("url")
     parser.add_argument("--rate", type=float, default=1000.0)
     parser.add_argument("--delayed", type=int, default=2000)

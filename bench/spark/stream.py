@@ -14,7 +14,7 @@ and ``read_tasks`` against a single-partition JDBC read.
 
 Needs the PostgreSQL JDBC jar (``SHARDQ_JDBC_JAR``) and a server on TCP::
 
-    python -m bench.spark_stream [--rows 200000] [--read-rows 1000000] [--landings 15]
+    python -m bench.spark.stream [--rows 200000] [--read-rows 1000000] [--landings 15]
         [--dsn URL]
 """
 
@@ -31,8 +31,8 @@ from typing import Any
 
 import psycopg
 
-from bench import common
-from bench.spark_insert import JAR, QUEUE, count, spark_session, spark_version, tcp_server
+from bench import harness
+from bench.spark.insert import JAR, QUEUE, count, spark_session, spark_version, tcp_server
 from shardq.spark import jdbc_target, read_tasks, write_stream_tasks, write_tasks
 
 SCHEMA = "n long, text string"
@@ -49,7 +49,7 @@ def land(folder: Path, name: str, numbers: range) -> float:
     return time.time()
 
 
-def throughput(args: argparse.Namespace, dbs: common.Databases, spark: Any,
+def throughput(args: argparse.Namespace, dbs: harness.Databases, spark: Any,
                work: Path) -> dict[str, float]:
     """Seconds per configuration, each into a fresh database."""
     source = work / "rows"
@@ -67,7 +67,7 @@ def throughput(args: argparse.Namespace, dbs: common.Databases, spark: Any,
         ("batch write_tasks idempotent", {"mode": "idempotent", "id_columns": ["n"]})]
     for name, extra in configs:
         url = dbs.migrated(16)
-        common.checkpoint(url)
+        harness.checkpoint(url)
         began = time.perf_counter()
         write_tasks(batch, dsn=url, **options, **extra)
         seconds[name] = time.perf_counter() - began
@@ -77,7 +77,7 @@ def throughput(args: argparse.Namespace, dbs: common.Databases, spark: Any,
         stream = spark.readStream.schema(SCHEMA)
         if per_trigger:
             stream = stream.option("maxFilesPerTrigger", per_trigger)
-        common.checkpoint(url)
+        harness.checkpoint(url)
         began = time.perf_counter()
         query = write_stream_tasks(stream.json(str(source)), dsn=url, **options,
                                    checkpoint_location=str(work / f"ck-{len(seconds)}"),
@@ -90,12 +90,12 @@ def throughput(args: argparse.Namespace, dbs: common.Databases, spark: Any,
 
 def claimable(conn: psycopg.Connection[Any], low: int, high: int) -> int:
     """How many tasks of rows [low, high) are available and due."""
-    return int(common.scalar(conn, "SELECT count(*) FROM shardq.tasks WHERE status = "
+    return int(harness.scalar(conn, "SELECT count(*) FROM shardq.tasks WHERE status = "
                                    "'available' AND exec_time <= now() AND (payload->>'n')"
                                    "::bigint BETWEEN %s AND %s", (low, high - 1)))
 
 
-def latency(args: argparse.Namespace, dbs: common.Databases, spark: Any,
+def latency(args: argparse.Namespace, dbs: harness.Databases, spark: Any,
             work: Path) -> list[float]:
     """Seconds from each file's landing to all its tasks being claimable."""
     url = dbs.migrated(16)
@@ -122,7 +122,7 @@ def latency(args: argparse.Namespace, dbs: common.Databases, spark: Any,
     return waits
 
 
-def reads(args: argparse.Namespace, dbs: common.Databases, spark: Any) -> dict[str, float]:
+def reads(args: argparse.Namespace, dbs: harness.Databases, spark: Any) -> dict[str, float]:
     """Seconds to read a table of ``args.read_rows`` tasks three ways."""
     url = dbs.migrated(16)
     with psycopg.connect(url, autocommit=True) as conn:
@@ -162,21 +162,21 @@ def report(args: argparse.Namespace, rates: dict[str, float], waits: list[float]
     table = [(name, round(rows / r, 2), r, r / base, r / idem) for name, r in rates.items()]
     one = read["read_tasks, 1 partition"]
     read_table = [(name, round(s, 2), args.read_rows / s, one / s) for name, s in read.items()]
-    lat = [("file landed → all 100 tasks claimable", len(waits), common.median(waits),
-            common.percentile(waits, 90), max(waits))]
+    lat = [("file landed → all 100 tasks claimable", len(waits), harness.median(waits),
+            harness.percentile(waits, 90), max(waits))]
     return "\n".join([
         "# shardq: Spark streaming sink and read_tasks", "", *machine,
         f"- Spark local[2] (PySpark {spark_version()}), JDBC jar {JAR}; 16 buckets, "
         "a fresh migrated database per configuration, one rep each", "",
-        f"Command: `python -m bench.spark_stream --rows {args.rows} --read-rows "
+        f"Command: `python -m bench.spark.stream --rows {args.rows} --read-rows "
         f"{args.read_rows} --landings {args.landings} --dsn ...`", "",
         f"## Throughput: {rows:,} rows from {FILES} JSON files to committed tasks", "",
-        common.markdown_table(["configuration", "seconds", "rows/s", "÷ batch append",
+        harness.markdown_table(["configuration", "seconds", "rows/s", "÷ batch append",
                                "÷ batch idempotent"], table), "",
         "## Latency at a 1 s trigger (seconds)", "",
-        common.markdown_table(["", "files", "median", "p90", "max"], lat), "",
+        harness.markdown_table(["", "files", "median", "p90", "max"], lat), "",
         f"## read_tasks of {args.read_rows:,} tasks (all columns, through Spark's noop sink)",
-        "", common.markdown_table(["read", "seconds", "rows/s", "speed-up ÷ 1 partition"],
+        "", harness.markdown_table(["read", "seconds", "rows/s", "speed-up ÷ 1 partition"],
                                   read_table), "", "## Conclusion", "",
         conclusion(rates, waits, read), ""])
 
@@ -195,7 +195,7 @@ def conclusion(rates: dict[str, float], waits: list[float], read: dict[str, floa
         f"micro-batches it ran at {ten:,.0f} rows/s ({ten / base:.2f}x the append): each "
         f"batch adds Spark's own per-batch work (file listing, offset and commit logs) and "
         f"a staging table.  At a 1 s trigger a landed file's tasks were claimable after "
-        f"{common.median(waits):.2f} s (median), {max(waits):.2f} s at most.  Reading "
+        f"{harness.median(waits):.2f} s (median), {max(waits):.2f} s at most.  Reading "
         f"every task, the fastest read_tasks was {best[1].split(', ')[1]} "
         f"({best[0]:.2f} s, {single / best[0]:.2f}x one partition).  A bucket's tasks lie on "
         f"pages all over the table, so each partition's index range still visits most "
@@ -204,14 +204,20 @@ def conclusion(rates: dict[str, float], waits: list[float], read: dict[str, floa
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m bench.spark_stream", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m bench.spark.stream", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=int, default=200_000, help="rows per throughput run")
     p.add_argument("--read-rows", type=int, default=1_000_000, help="tasks in the read table")
     p.add_argument("--landings", type=int, default=15, help="files timed for the latency")
-    p.add_argument("--output", default="spark_stream.md", help="file under bench/results")
-    common.add_server_argument(p)
-    return p.parse_args(argv)
+    p.add_argument("--output", default=None, help="file under bench/results "
+                   "(default spark_stream.md, or spark_stream-quick.md with --quick)")
+    p.add_argument("--quick", action="store_true", help="2,000 rows, 5,000 to read, 2 landings")
+    harness.add_server_argument(p)
+    args = p.parse_args(argv)
+    if args.quick:
+        args.rows, args.read_rows, args.landings = 2_000, 5_000, 2
+    args.output = args.output or ("spark_stream-quick.md" if args.quick else "spark_stream.md")
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -221,16 +227,16 @@ def main(argv: list[str] | None = None) -> None:
     spark.conf.set("spark.sql.shuffle.partitions", "2")
     work = Path(tempfile.mkdtemp(prefix="shardq-bench-stream-"))
     try:
-        with tcp_server(args.dsn) as (admin, description), common.Databases(admin) as dbs:
+        with tcp_server(args.dsn) as (admin, description), harness.Databases(admin) as dbs:
             rates = throughput(args, dbs, spark, work)
             waits = latency(args, dbs, spark, work)
             read = reads(args, dbs, spark)
-            text = report(args, rates, waits, read, common.machine_lines(admin, description))
+            text = report(args, rates, waits, read, harness.machine_lines(admin, description))
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
     print(text)
-    print(f"written to {common.write_result(args.output, text)}")
+    print(f"written to {harness.write_result(args.output, text)}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-"""The workload ``bench.history_cost`` runs under each code tree, through the public API.
+"""The workload ``bench.history`` runs under each code tree, through the public API.
 
-    python bench/history_workload.py URL TASKS THREADS MODE   (the tree on PYTHONPATH)
+    python bench/history/workload.py URL TASKS THREADS MODE   (the tree on PYTHONPATH)
 
 Migrates the database at URL with this tree's migrations and enqueues TASKS tasks in
 batches of 1,000; then, after a CHECKPOINT (so that both trees start from the same

@@ -26,10 +26,10 @@ from uuid import uuid4
 import psycopg
 
 import shardq
-from bench.soak_app import PICKUP_TABLE, QUEUE
+from bench.soak.app import PICKUP_TABLE, QUEUE
 from shardq.core import migrate
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PROBE_EVERY_S = 0.1
 POLL_EVERY_S = 1.0
 AFTER_VACUUM_S = 5.0  # a probe sample this soon after a vacuum ended counts as "right after"
@@ -101,7 +101,7 @@ class Arm:
             conn.execute(PICKUP_TABLE)
             conn.execute("""
                 INSERT INTO shardq.tasks (queue, payload, exec_time)
-                SELECT %(queue)s, jsonb_build_object('task', 'bench.soak_app.work', 'args',
+                SELECT %(queue)s, jsonb_build_object('task', 'bench.soak.app.work', 'args',
                          '[]'::jsonb, 'kwargs', jsonb_build_object('t', extract(epoch FROM
                          now() + g * %(step)s * interval '1 second'))),
                        now() + g * %(step)s * interval '1 second'
@@ -119,10 +119,10 @@ class Arm:
                "SHARDQ_VACUUM": "1" if self.vacuum else "0"}
         log = open(f"/tmp/soak-{self.name}-daemon.log", "wb")  # noqa: SIM115
         self.procs.append(subprocess.Popen(
-            [sys.executable, "-m", "shardq", "consume", "bench.soak_app:app", "--queue", QUEUE,
+            [sys.executable, "-m", "shardq", "consume", "bench.soak.app:app", "--queue", QUEUE,
              "--janitors", "1"], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
         self.procs.append(subprocess.Popen(
-            [sys.executable, "-m", "bench.soak_producer", self.url, "--rate", str(self.rate),
+            [sys.executable, "-m", "bench.soak.producer", self.url, "--rate", str(self.rate),
              "--delayed", str(self.delayed), "--delay-s", str(self.delay_s)],
             env=env, cwd=ROOT))
         self._thread = threading.Thread(target=self._probe, name=f"probe-{self.name}",

@@ -2,7 +2,7 @@
 one without the history (``--base``, default e32bcbf), side by side.
 
 Each repetition runs both trees in alternating order, each in its own process
-(``bench/history_workload.py`` with that tree on ``PYTHONPATH``) against its own fresh
+(``bench/history/workload.py`` with that tree on ``PYTHONPATH``) against its own fresh
 database on one server (the embedded PostgreSQL by default, with autovacuum off and
 no timed checkpoints: WAL is counted server-wide, so a quiet server of its own counts
 only the workload's), migrated by that tree's migrations.  Two workloads: ``once``
@@ -12,7 +12,7 @@ The base tree is exported with ``git archive`` into a temporary directory.  Repo
 each run, the medians, and the medians of the ratios and differences of the runs of
 one repetition.
 
-    python -m bench.history_cost [--base e32bcbf] [--tasks 20000] [--threads 2]
+    python -m bench.history [--base e32bcbf] [--tasks 20000] [--threads 2]
         [--reps 3] [--dsn URL]
 """
 
@@ -29,10 +29,11 @@ from typing import Any
 
 import psycopg
 
-from bench import common, history_statements
+from bench import harness
+from bench.history import statements as history_statements
 
-ROOT = Path(__file__).resolve().parent.parent
-WORKLOAD = Path(__file__).resolve().parent / "history_workload.py"
+ROOT = Path(__file__).resolve().parents[2]
+WORKLOAD = Path(__file__).resolve().parent / "workload.py"
 MODES = ("once", "retry")
 
 
@@ -72,35 +73,41 @@ def summary_row(mode: str, this: list[dict[str, Any]], base: list[dict[str, Any]
     """One workload's medians, and the median of the ratios of the runs taken side by
     side (the same repetition), which the machine's drift affects least."""
     def med(runs: list[dict[str, Any]], key: str) -> float:
-        return common.median([r[key] for r in runs])
+        return harness.median([r[key] for r in runs])
 
     ratios = [t["drain_per_s"] / b["drain_per_s"] for t, b in zip(this, base, strict=True)]
     extra = [t["wal_per_task"] - b["wal_per_task"] for t, b in zip(this, base, strict=True)]
     return [mode, f"{med(this, 'drain_per_s'):,.0f}", f"{med(base, 'drain_per_s'):,.0f}",
-            f"{common.median(ratios):.3f}", f"{med(this, 'wal_per_task'):,.0f}",
-            f"{med(base, 'wal_per_task'):,.0f}", f"{common.median(extra):+,.0f}"]
+            f"{harness.median(ratios):.3f}", f"{med(this, 'wal_per_task'):,.0f}",
+            f"{med(base, 'wal_per_task'):,.0f}", f"{harness.median(extra):+,.0f}"]
 
 
 def main(argv: list[str] | None = None) -> int:
     """Alternate the trees, print and write the report."""
-    p = argparse.ArgumentParser(prog="python -m bench.history_cost", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m bench.history", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--base", default="e32bcbf", help="the revision without the history")
+    p.add_argument("--base", default="e32bcbf", help="the revision without the history "
+                   "(the statements compared are its SQL files: only this one fits)")
     p.add_argument("--tasks", type=int, default=20_000)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--rounds", type=int, default=200,
                    help="interleaved claim+ack rounds of the statements' comparison")
     p.add_argument("--out", default="history_cost.md")
-    common.add_server_argument(p)
+    harness.add_server_argument(p)
+    p.add_argument("--quick", action="store_true",
+                   help="1 repetition of 500 tasks on 1 thread, 10 rounds")
     args = p.parse_args(argv)
+    if args.quick:
+        args.tasks, args.threads, args.reps, args.rounds = 500, 1, 1, 10
+        args.out = "history_cost-quick.md" if args.out == p.get_default("out") else args.out
     trees = {"this": ROOT}
     runs: list[list[object]] = []
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="shardq-base-") as tmp, \
-            common.server(args.dsn) as (admin, described), common.Databases(admin) as dbs:
+            harness.server(args.dsn) as (admin, described), harness.Databases(admin) as dbs:
         trees["base"] = export(args.base, Path(tmp))
-        if not (args.dsn or os.environ.get(common.DSN_ENV)):
+        if not (args.dsn or os.environ.get(harness.DSN_ENV)):
             quiet_wal(admin)
         for rep in range(args.reps):
             order = ["this", "base"] if rep % 2 == 0 else ["base", "this"]
@@ -112,11 +119,11 @@ def main(argv: list[str] | None = None) -> int:
                                  f"{got['wal_per_task']:,.0f}"])
                     print(*runs[-1], flush=True)
         statements = history_statements.measure(dbs, args.base, args.rounds)
-        machine = common.machine_lines(admin, described)
+        machine = harness.machine_lines(admin, described)
     rows = [summary_row(mode, results[(mode, "this")], results[(mode, "base")])
             for mode in MODES]
     given = argv if argv is not None else sys.argv[1:]
-    command = "python -m bench.history_cost " + " ".join(given)
+    command = "python -m bench.history " + " ".join(given)
     text = "\n".join([
         "# Per-attempt history: cost per task", "",
         f"`{command.strip()}`: this tree against {args.base}, {args.tasks:,} tasks per run, "
@@ -129,21 +136,21 @@ def main(argv: list[str] | None = None) -> int:
         "that it counts the workload's statements alone.", "",
         *machine, "",
         "## Medians", "",
-        common.markdown_table(["workload", "drain/s this", "drain/s base",
+        harness.markdown_table(["workload", "drain/s this", "drain/s base",
                                "drain ratio (median of reps)", "WAL B/task this",
                                "WAL B/task base", "WAL difference (median of reps)"], rows),
         "", "## The hot path's statements", "",
         f"The claim (with the worker's id) and the ack of {history_statements.CLAIM} tasks "
         f"that succeed at once, as shipped and as at {args.base}, interleaved over "
-        f"{args.rounds} rounds on one connection (`bench/history_statements.py`): median "
+        f"{args.rounds} rounds on one connection (`bench/history/statements.py`): median "
         "ms per statement.", "",
-        common.markdown_table(
+        harness.markdown_table(
             ["statement", "this ms", "base ms", "ratio"],
             [[k, f"{statements['this'][k]:.3f}", f"{statements['base'][k]:.3f}",
               f"{statements['this'][k] / statements['base'][k]:.3f}"] for k in ("claim", "ack")]),
         "", "## Runs", "",
-        common.markdown_table(["rep", "workload", "tree", "drain/s", "WAL B/task"], runs), ""])
-    path = common.write_result(args.out, text)
+        harness.markdown_table(["rep", "workload", "tree", "drain/s", "WAL B/task"], runs), ""])
+    path = harness.write_result(args.out, text)
     print(text)
     print(f"written to {path}")
     return 0

@@ -16,7 +16,7 @@ Then the JDBC batch size of the append path is swept.  Spark runs ``local[2]`` w
 PostgreSQL JDBC jar; the server must listen on TCP (``--dsn`` / ``SHARDQ_BENCH_DSN``,
 else the embedded PostgreSQL restarted on 127.0.0.1)::
 
-    python -m bench.spark_insert [--rows 1000000] [--batch-sizes 1000,2000,5000,10000,20000]
+    python -m bench.spark.insert [--rows 1000000] [--batch-sizes 1000,2000,5000,10000,20000]
         [--sweep-rows N] [--quick] [--dsn URL]
 """
 
@@ -33,7 +33,7 @@ from typing import Any
 import psycopg
 
 import shardq
-from bench import common
+from bench import harness
 from shardq.spark import POSTGRESQL_BATCH_SIZE, write_tasks
 
 JAR = os.environ.get("SHARDQ_JDBC_JAR", "/usr/share/java/postgresql.jar")
@@ -43,7 +43,7 @@ QUEUE = "bench"
 @contextlib.contextmanager
 def tcp_server(dsn: str | None) -> Iterator[tuple[str, str]]:
     """(admin URL, description) of a server JDBC can reach."""
-    configured = dsn or os.environ.get(common.DSN_ENV)
+    configured = dsn or os.environ.get(harness.DSN_ENV)
     if configured:
         yield configured, "given server (--dsn / SHARDQ_BENCH_DSN)"
         return
@@ -74,17 +74,17 @@ def frame(spark: Any, rows: int) -> Any:
 
 def count(url: str) -> int:
     with psycopg.connect(url) as conn:
-        return int(common.scalar(conn, "SELECT count(*) FROM shardq.tasks"))
+        return int(harness.scalar(conn, "SELECT count(*) FROM shardq.tasks"))
 
 
 def timed(url: str, write: Callable[[], object]) -> float:
-    common.checkpoint(url)
+    harness.checkpoint(url)
     began = time.perf_counter()
     write()
     return time.perf_counter() - began
 
 
-def run(args: argparse.Namespace, dbs: common.Databases, spark: Any) -> dict[str, Any]:
+def run(args: argparse.Namespace, dbs: harness.Databases, spark: Any) -> dict[str, Any]:
     """Every configuration once; returns seconds per configuration and per batch size."""
     df = frame(spark, args.rows)
     seconds: dict[str, float] = {}
@@ -147,10 +147,10 @@ def report(args: argparse.Namespace, result: dict[str, Any], machine: list[str])
         "2 partitions",
         "- each configuration: a fresh migrated database (16 buckets), CHECKPOINT, then the "
         "call timed to its return; one rep, configurations run one after another",
-        "", common.markdown_table(["configuration", "seconds", "rows/s", "÷ copy",
+        "", harness.markdown_table(["configuration", "seconds", "rows/s", "÷ copy",
                                    "÷ spark append"], rows),
         "", f"JDBC batch size of the append path ({args.sweep_rows:,} rows each):", "",
-        common.markdown_table(["batchsize", "seconds", "rows/s"], sweep_rows),
+        harness.markdown_table(["batchsize", "seconds", "rows/s"], sweep_rows),
         "", "## Conclusion", "", note, ""])
 
 
@@ -161,7 +161,7 @@ def spark_version() -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m bench.spark_insert", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m bench.spark.insert", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=int, help="tasks per configuration (default 1000000)")
     p.add_argument("--sweep-rows", type=int, help="tasks per batch size (default: --rows)")
@@ -169,7 +169,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="100k rows, 3 batch sizes")
     p.add_argument("--output", help="file name under bench/results (default spark_insert.md, "
                    "or spark_insert-quick.md with --quick)")
-    common.add_server_argument(p)
+    harness.add_server_argument(p)
     args = p.parse_args(argv)
     args.rows = args.rows or (100_000 if args.quick else 1_000_000)
     args.sweep_rows = args.sweep_rows or args.rows
@@ -185,13 +185,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     spark = spark_session()
     try:
-        with tcp_server(args.dsn) as (admin, description), common.Databases(admin) as dbs:
+        with tcp_server(args.dsn) as (admin, description), harness.Databases(admin) as dbs:
             result = run(args, dbs, spark)
-            text = report(args, result, common.machine_lines(admin, description))
+            text = report(args, result, harness.machine_lines(admin, description))
     finally:
         spark.stop()
     print(text)
-    print(f"written to {common.write_result(args.output, text)}")
+    print(f"written to {harness.write_result(args.output, text)}")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psycopg
 
-from bench.common import (
+from bench.harness import (
     Databases,
     add_server_argument,
     machine_lines,
@@ -29,7 +29,7 @@ from bench.common import (
     write_result,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DRAIN_MODES = {
     "batched acks": ["--ack-batch", "200", "--ack-flush-ms", "5"],
     "unbatched acks": ["--ack-batch", "1", "--ack-flush-ms", "1"],
@@ -38,10 +38,10 @@ PICKUP_MODES = {"LISTEN/NOTIFY": True, "polling only": False}
 
 
 def start_daemon(url: str, *args: str) -> subprocess.Popen[str]:
-    """Start ``shardq consume bench.daemon_app:app`` on ``url``."""
+    """Start ``shardq consume bench.daemon.app:app`` on ``url``."""
     env = {**os.environ, "SHARDQ_DSN": url, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(
-        [sys.executable, "-m", "shardq", "consume", "bench.daemon_app:app", "--janitors", "0",
+        [sys.executable, "-m", "shardq", "consume", "bench.daemon.app:app", "--janitors", "0",
          *args], env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         text=True)
 
@@ -63,7 +63,7 @@ def count(url: str) -> int:
 def drain_once(dbs: Databases, tasks: int, flags: list[str]) -> float:
     """Tasks/s of one daemon draining ``tasks`` pre-enqueued no-op tasks."""
     import shardq
-    from bench.daemon_app import app, noop
+    from bench.daemon.app import app, noop
 
     url = dbs.migrated(16)
     with shardq.Client(url) as client:
@@ -73,6 +73,9 @@ def drain_once(dbs: Databases, tasks: int, flags: list[str]) -> float:
     start = time.monotonic()
     proc = start_daemon(url, "--queue", "drain", "--concurrency", "8", "--batch", "100", *flags)
     while count(url) > 0:
+        if proc.poll() is not None:  # the daemon died: the table would never empty
+            raise RuntimeError(f"daemon exited {proc.returncode}: {proc.stderr.read()[-2000:]}"
+                               if proc.stderr else f"daemon exited {proc.returncode}")
         time.sleep(0.05)
     elapsed = time.monotonic() - start
     stop_daemon(proc)
@@ -100,7 +103,7 @@ def drain(admin: str, dbs: Databases, tasks: int, reps: int) -> str:
 def pickup_once(dbs: Databases, tasks: int, listen: bool) -> list[float]:
     """Pickup latencies (ms) of ``tasks`` tasks enqueued one by one to an idle daemon."""
     import shardq
-    from bench.daemon_app import PICKUP_TABLE
+    from bench.daemon.app import PICKUP_TABLE
 
     url = dbs.migrated(16)
     with psycopg.connect(url, autocommit=True) as conn:
@@ -110,7 +113,7 @@ def pickup_once(dbs: Databases, tasks: int, listen: bool) -> list[float]:
     time.sleep(3)  # idle: every bucket has cooled down to the longest poll interval
     with shardq.Client(url, notify=listen) as client:
         for _ in range(tasks):
-            client.enqueue("pickup", {"task": "bench.daemon_app.picked", "args": [],
+            client.enqueue("pickup", {"task": "bench.daemon.app.picked", "args": [],
                                       "kwargs": {"enqueued_at": time.time(), "mode": mode}})
             time.sleep(0.05)
     deadline = time.monotonic() + 30

@@ -3,8 +3,8 @@
 ``python -m bench.soak [--minutes 60] [--rate 1000] [--quick]`` starts a throwaway
 embedded PostgreSQL (with ``pg_stat_statements`` and ``log_autovacuum_min_duration = 0``,
 which the shared server lacks) and runs two arms side by side on it, each in its own
-database with its own producer (``bench.soak_producer``), ``shardq consume`` daemon
-(one janitor) and claim probe (``bench.soak_arm``):
+database with its own producer (``bench.soak.producer``), ``shardq consume`` daemon
+(one janitor) and claim probe (``bench.soak.arm``):
 
 - ``new``: migration 0014's autovacuum settings and the janitor's vacuum step on;
 - ``old``: the schema downgraded to 0013 (0014's settings reset to 0002's) and the
@@ -12,13 +12,14 @@ database with its own producer (``bench.soak_producer``), ``shardq consume`` dae
 
 Every minute each arm's figures are recorded (sizes, live/dead rows, claim and pickup
 percentiles, WAL per task), and at the end ``bench/results/soak.md`` (``soak-quick.md``)
-is written with plots, checked against the goals.  ``--quick``: 2 minutes.
+is written with plots, checked against the goals.  ``--quick``: 2 periods of 5 s.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import shutil
 import tempfile
@@ -31,9 +32,9 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from bench.common import RESULTS_DIR, machine_lines, with_dbname
-from bench.soak_arm import Arm
-from bench.soak_report import write_report
+from bench.harness import RESULTS_DIR, machine_lines, provenance, with_dbname
+from bench.soak.arm import Arm
+from bench.soak.report import write_report
 from shardq.core.config import ClientConfig
 
 VACUUM_SETTINGS = ("vacuum_dead_rows", "vacuum_interval_s", "reindex_bloat_ratio",
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         facts = {"machine": machine_lines(admin, "embedded PostgreSQL wheel, throwaway data "
                                                  "dir, pg_stat_statements preloaded"),
                  "minutes": args.minutes, "rate": args.rate, "delayed": args.delayed,
-                 "delay_s": args.delay_s, "started": time.time(),
+                 "delay_s": args.delay_s, "started": time.time(), "minute_s": args.minute_s,
                  "vacuum_settings": {name: getattr(ClientConfig(), name)
                                      for name in VACUUM_SETTINGS}}
         records: dict[str, list[dict[str, Any]]] = {arm.name: [] for arm in arms}
@@ -112,7 +113,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         wal_before, av_before = server_wal(admin), autovacuum_wal(logfile)
         try:
             for minute in range(1, args.minutes + 1):
-                time.sleep(max(0.0, began + 60 * minute - time.time()))
+                time.sleep(max(0.0, began + args.minute_s * minute - time.time()))
                 now, av = time.time(), autovacuum_wal(logfile)
                 for arm in arms:
                     if not arm.alive():
@@ -123,12 +124,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     runs, wal = av.get(db, (0, 0))
                     rec["autovacuum_runs"] = runs - av_before.get(db, (0, 0))[0]
                     rec["autovacuum_wal_bytes"] = wal - av_before.get(db, (0, 0))[1]
-                    rec["minute"] = minute
+                    rec["minute"], rec["seconds"] = minute, now - last
                     records[arm.name].append(rec)
                     print(f"[{time.strftime('%H:%M:%S')}] {arm.name} min {minute}: "
                           f"idx {rec['index_bytes'] / 2**20:.1f} MiB, dead {rec['dead']:,} "
-                          f"(peak {rec['peak_dead']:,}), claim p99 {rec['claim_p99_ms']:.2f} ms"
-                          f", {rec['tasks'] / 60:,.0f} tasks/s", flush=True)
+                          f"(peak {rec['peak_dead']:,}), claim p99 "
+                          f"{rec['claim_p99_ms'] or math.nan:.2f} ms"
+                          f", {rec['tasks'] / rec['seconds']:,.0f} tasks/s", flush=True)
                 wal_now = server_wal(admin)
                 server.append(wal_now - wal_before)
                 wal_before, av_before, last = wal_now, av, now
@@ -140,7 +142,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         facts["after_vacuum_p99_pages"] = {name: pages for name, (_, pages) in after.items()}
         facts["server_wal_bytes"] = server
         facts["autovacuum_wal_total"] = autovacuum_wal(logfile)
-    return {"facts": facts, "records": records}
+    return {**provenance(), "facts": facts, "records": records}
 
 
 def main() -> None:
@@ -150,12 +152,14 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=1000.0, help="due tasks per second")
     parser.add_argument("--delayed", type=int, default=2000, help="standing delayed tasks")
     parser.add_argument("--delay-s", type=float, default=120.0)
-    parser.add_argument("--quick", action="store_true", help="2 minutes, to check the harness")
+    parser.add_argument("--quick", action="store_true",
+                        help="2 sampled periods of 5 s instead of minutes: a harness check")
     parser.add_argument("--report", action="store_true",
                         help="only write the report again from the last run's JSON")
     args = parser.parse_args()
+    args.minute_s = 60.0
     if args.quick:
-        args.minutes = 2
+        args.minutes, args.minute_s = 2, 5.0
     suffix = "-quick" if args.quick else ""
     saved = RESULTS_DIR / f"soak{suffix}.json"
     if args.report:

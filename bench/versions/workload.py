@@ -1,6 +1,6 @@
 """The workload ``bench.versions`` runs under each code tree, through the public API only.
 
-    python bench/versions_workload.py URL TASKS THREADS   (shardq's tree on PYTHONPATH)
+    python bench/versions/workload.py URL TASKS THREADS   (shardq's tree on PYTHONPATH)
 
 Migrates the database at URL with this tree's migrations, enqueues TASKS tasks in
 batches of 1,000, then drains them with THREADS threads of ``claim(limit=100)`` +

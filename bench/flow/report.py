@@ -8,13 +8,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from bench.common import markdown_table
-from bench.flow import ARMS, BINDING, RATE, SCENARIO
+from bench.flow.run import ARMS, BINDING, RATE, SCENARIO
+from bench.harness import markdown_table
 from bench.suite.settings import Settings
 from bench.suite.stats import fmt_ratio, med, paired_ratio, select
 
 Record = dict[str, Any]
-NOTES = Path(__file__).resolve().parent / "flow_notes.md"  # the last full run's diagnosis
+NOTES = Path(__file__).resolve().parent / "notes.md"  # the last full run's diagnosis
 OVERHEAD_GOAL = 0.9
 BINDING_TARGET = BINDING["max_running"] / BINDING["task_s"]
 BINDING_TOLERANCE = 0.1
@@ -159,7 +159,7 @@ def body(records: list[Record], quick: bool, notes: bool = True) -> list[str]:
              + _fairness(records, quick))
     if not lines:
         return []
-    lines += ["Goals (issue 27):", "", markdown_table(["goal", "measured", ""],
+    lines += ["Goals:", "", markdown_table(["goal", "measured", ""],
                                                       targets(records)), ""]
     if notes and NOTES.exists() and not quick:
         lines += [NOTES.read_text(encoding="utf-8").strip(), ""]
@@ -175,7 +175,7 @@ def section(records: list[Record], settings: Settings) -> list[str]:
         lines += ["Why the missed goals were missed: `bench/results/flow.md`.", ""]
     servers = sorted({str(r["server"]) for r in select(records, SCENARIO) if "server" in r})
     where = f" Measured on {'; '.join(servers)}." if servers else ""
-    return ["## 13. Flow control (issue 27)", "",
+    return ["## 13. Flow control", "",
             "Run in the suite by `python -m bench --scenarios flow` (quick: `--quick`); each "
             "measurement alone by the command given with it (`python -m bench.flow` runs "
             f"them all and writes `bench/results/flow.md`).{where}", "", *lines]
@@ -183,7 +183,7 @@ def section(records: list[Record], settings: Settings) -> list[str]:
 
 def document(records: list[Record], machine: list[str], quick: bool, elapsed_s: float) -> str:
     """``bench/results/flow.md``: the machine, then :func:`body`."""
-    title = "# Flow control (issue 27)" + (" (--quick: harness check, numbers meaningless)"
+    title = "# Flow control" + (" (--quick: harness check, numbers meaningless)"
                                            if quick else "")
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     return "\n".join([title, "", *machine, f"- {elapsed_s / 60:.1f} min; every run on a fresh "

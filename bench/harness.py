@@ -1,24 +1,32 @@
-"""Helpers shared by the benchmarks: a server, scratch databases, backlogs and reporting.
+"""The one harness of the benchmarks (the suite and every study): a server, scratch
+databases, backlogs, runner processes, database counters and result files.
 
-The server is ``--dsn`` or ``SHARDQ_BENCH_DSN`` (an admin URL: the benchmarks create
-and drop their own databases there; the role needs CREATEDB), else the embedded
-PostgreSQL wheel in a temporary directory that is deleted afterwards.
+Every result file begins with the command that wrote it and the commit it was measured
+at (:func:`stamp`).  Results go to ``bench/results`` unless ``SHARDQ_BENCH_RESULTS`` names
+another folder.  The server is ``--dsn`` or ``SHARDQ_BENCH_DSN`` (an admin URL: the
+benchmarks create and drop their own databases there; the role needs CREATEDB), else the
+embedded PostgreSQL wheel in a temporary directory that is deleted afterwards.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import platform
+import shlex
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,7 +38,11 @@ from psycopg import sql
 from shardq.core import migrate
 
 DSN_ENV = "SHARDQ_BENCH_DSN"
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+ROOT = Path(__file__).resolve().parents[1]
+SETTLE_S = 1.2  # backends flush their stats on exit and at most once a second
+SYSTEMS = ("shardq", "pgqueuer", "procrastinate")
+RESULTS_ENV = "SHARDQ_BENCH_RESULTS"
+RESULTS_DIR = Path(os.environ.get(RESULTS_ENV) or Path(__file__).resolve().parent / "results")
 QUEUE = "bench"
 
 Connection = psycopg.Connection[tuple[Any, ...]]
@@ -245,11 +257,182 @@ def machine_lines(admin_url: str, server_description: str) -> list[str]:
     ]
 
 
+def command_line() -> str:
+    """The running command as it was typed (``python -m bench.x ...``), the server hidden."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    program = (f"python -m {spec.name.removesuffix('.__main__')}" if spec is not None
+               else f"python {sys.argv[0]}")
+    args = list(sys.argv[1:])
+    for i, arg in enumerate(args[:-1]):
+        if arg == "--dsn":  # a server URL may hold a password
+            args[i + 1] = "URL"
+    return " ".join([program, *(shlex.quote(a) for a in args)])
+
+
+def current_commit() -> str:
+    """The short hash of the checkout's HEAD (``-dirty`` with uncommitted changes), or
+    ``unknown`` outside a git checkout."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                              capture_output=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=ROOT, text=True, capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("-dirty" if dirty.strip() else "")
+
+
+def provenance() -> dict[str, str]:
+    """The running command and the commit it measures, for a result file."""
+    return {"command": command_line(), "commit": current_commit()}
+
+
+def stamp(text: str, measured: dict[str, Any] | None = None) -> str:
+    """``text`` after two lines naming the command and the commit it was measured at
+    (``measured``'s, when the text is rendered again from a stored run's
+    :func:`provenance`; else this process's)."""
+    known = {**provenance(), **(measured or {})}
+    return f"command: `{known['command']}`\ncommit: {known['commit']}\n\n{text}"
+
+
+def dump_records(path: Path, records: list[dict[str, Any]],
+                 measured: dict[str, Any] | None = None) -> None:
+    """Write ``records`` as JSON after the run's :func:`provenance` (or ``measured``)."""
+    path.write_text(json.dumps({**provenance(), **(measured or {}), "records": records},
+                               indent=1, default=str), encoding="utf-8")
+
+
+def load_records(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The records :func:`dump_records` wrote to ``path``, and the run's provenance."""
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    return list(stored["records"]), {k: stored[k] for k in ("command", "commit")}
+
+
 def write_result(filename: str, text: str) -> Path:
-    """Write ``text`` to bench/results/``filename`` (via a .tmp file and a rename)."""
+    """Write ``text`` (:func:`stamp`-ed) to ``filename`` under :data:`RESULTS_DIR` (or an
+    absolute path), via a .tmp file and a rename."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     target = RESULTS_DIR / filename
+    target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".tmp")
+    text = stamp(text)
     partial.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
     os.replace(partial, target)
     return target
+
+
+class RunnerError(RuntimeError):
+    """A runner process failed."""
+
+
+def spawn(spec: dict[str, Any]) -> subprocess.Popen[str]:
+    """Start a runner process for ``spec`` (see :mod:`bench.suite.runner`)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("SHARDQ_DSN", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "bench.suite.runner", json.dumps(spec)], cwd=ROOT, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_ready(proc: subprocess.Popen[str], timeout: float = 120.0) -> None:
+    """Block until a consumer printed READY (it is constructed and about to start)."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            err = proc.stderr.read() if proc.stderr else ""
+            raise RunnerError(f"runner exited before READY: {err[-3000:]}")
+        if line.strip() == "READY":
+            return
+    raise RunnerError("runner never became ready")
+
+
+def finish(proc: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
+    """Wait for a runner and return its RESULT (raises RunnerError on failure)."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise RunnerError(f"runner timed out after {timeout:.0f} s: {err[-2000:]}") from None
+    for line in reversed(out.splitlines()):
+        if line.startswith("RESULT "):
+            return dict(json.loads(line[len("RESULT "):]))
+    raise RunnerError(f"runner failed (exit {proc.returncode}): {err[-3000:]}")
+
+
+def call(spec: dict[str, Any], timeout: float = 3600.0) -> dict[str, Any]:
+    """Run one runner to completion and return its RESULT."""
+    return finish(spawn(spec), timeout)
+
+
+@contextmanager
+def fresh_server(dsn: str | None, max_connections: int | None = None
+                 ) -> Iterator[tuple[str, str, Databases]]:
+    """A fresh PostgreSQL (embedded unless ``dsn``) and a Databases helper on it."""
+    with (server(dsn, max_connections) as (admin, description),
+          Databases(admin, "sq_suite") as dbs):
+        yield admin, description, dbs
+
+
+def prepare(dbs: Databases, system: str, buckets: int = 16) -> str:
+    """A fresh database with ``system``'s schema installed; its URL."""
+    if system == "shardq" or system == "ceiling":
+        return dbs.migrated(buckets)
+    url = dbs.create()
+    call({"system": system, "mode": "setup", "url": url}, timeout=300)
+    return url
+
+
+@dataclass
+class Counters:
+    """Database-level counters at one moment: committed+rolled back transactions, WAL LSN."""
+
+    xacts: int
+    wal_lsn: str
+
+
+def counters(url: str) -> Counters:
+    """Read this database's transaction count and the server's WAL position."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = conn.execute(
+            "SELECT xact_commit + xact_rollback, pg_current_wal_lsn()::text "
+            "FROM pg_stat_database WHERE datname = current_database()").fetchone()
+    assert row is not None
+    return Counters(int(row[0]), str(row[1]))
+
+
+def counter_delta(url: str, before: Counters) -> tuple[int, int]:
+    """(transactions, WAL bytes) since ``before`` (waits ``SETTLE_S`` for stats to flush)."""
+    time.sleep(SETTLE_S)
+    after = counters(url)
+    with psycopg.connect(url, autocommit=True) as conn:
+        wal = int(scalar(conn, "SELECT pg_wal_lsn_diff(%s::pg_lsn, %s::pg_lsn)",
+                                (after.wal_lsn, before.wal_lsn)))
+    return after.xacts - before.xacts - 2, wal  # minus our own two reads
+
+
+def table_stats(url: str) -> dict[str, Any]:
+    """Sizes and dead tuples of the user tables of database ``url`` (after stats settle)."""
+    time.sleep(SETTLE_S)
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT schemaname || '.' || relname, pg_table_size(relid), pg_indexes_size(relid), "
+            "n_live_tup, n_dead_tup, autovacuum_count + vacuum_count "
+            "FROM pg_stat_user_tables ORDER BY pg_total_relation_size(relid) DESC").fetchall()
+    tables = [{"table": r[0], "table_bytes": int(r[1]), "index_bytes": int(r[2]),
+               "live": int(r[3]), "dead": int(r[4]), "vacuums": int(r[5])} for r in rows]
+    return {
+        "tables": tables,
+        "table_bytes": sum(t["table_bytes"] for t in tables),
+        "index_bytes": sum(t["index_bytes"] for t in tables),
+        "dead": sum(t["dead"] for t in tables),
+        "live": sum(t["live"] for t in tables),
+    }
+
+
+def log(message: str) -> None:
+    """Progress on stderr."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)

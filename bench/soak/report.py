@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS_DIR, markdown_table
+from bench.harness import RESULTS_DIR, markdown_table, stamp
 from bench.plotting import plt, save
 
 MIB = 2**20
@@ -115,7 +115,8 @@ def summary(result: dict[str, Any]) -> str:
             f"{sorted(vals('claim_p99_ms'))[span // 2]:.2f} / {max(vals('claim_p99_ms')):.2f}",
             f"{_mean(vals('claim_mean_ms')) or 0:.3f}",
             f"{sorted(vals('pickup_p99_ms'))[span // 2]:.0f}",
-            f"{_mean(wal):,.0f}" if wal else "", f"{(_mean(vals('tasks')) or 0) / 60:,.0f}",
+            f"{_mean(wal):,.0f}" if wal else "",
+            f"{_mean([r['tasks'] / r.get('seconds', 60) for r in window]) or 0:,.0f}",
         ])
     return markdown_table(
         ["arm", "heap MiB (mean)", "indexes MiB (min..max)", "peak dead", "vacuums/min",
@@ -133,7 +134,8 @@ def _rows(records: list[Record]) -> list[list[object]]:
              r["vacuums"], r["autovacuums"], f(r["claim_p50_ms"]), f(r["claim_p99_ms"]),
              f(r["claim_p99_pages"], 0),
              f(r["claim_mean_ms"], 3), f(r["pickup_p50_ms"], 1), f(r["pickup_p99_ms"], 1),
-             f"{r['tasks'] / 60:,.0f}", f(_wal_per_task(r), 0)] for r in records]
+             f"{r['tasks'] / r.get('seconds', 60):,.0f}", f(_wal_per_task(r), 0)]
+            for r in records]
 
 
 HEADERS = ["min", "heap MiB", "idx MiB", "live", "dead", "peak dead", "vacuums (total)",
@@ -174,7 +176,9 @@ def write_report(result: dict[str, Any], suffix: str = "") -> str:
     image = plot(result, RESULTS_DIR / f"soak{suffix}.png")
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(facts["started"]))
     lines = [
-        f"# Soak: {facts['minutes']} minutes at {facts['rate']:,.0f} tasks/s, two arms", "",
+        f"# Soak: {facts['minutes']} minutes at {facts['rate']:,.0f} tasks/s, two arms"
+        + ("" if facts.get("minute_s", 60) == 60 else
+           f" (--quick: 'minutes' of {facts['minute_s']:g} s, numbers meaningless)"), "",
         f"Started {started}; `python -m bench.soak{' --quick' if suffix else ''}`.", "",
         *facts["machine"],
         f"- each arm: its own database on that one server, a producer enqueuing "
@@ -225,5 +229,7 @@ def write_report(result: dict[str, Any], suffix: str = "") -> str:
     for name, recs in records.items():
         lines += [f"## Per minute: {name}", "", markdown_table(HEADERS, _rows(recs)), ""]
     text = "\n".join(lines)
-    (RESULTS_DIR / f"soak{suffix}.md").write_text(text, encoding="utf-8")
+    (RESULTS_DIR / f"soak{suffix}.md").write_text(
+        stamp(text, {k: result[k] for k in ("command", "commit") if k in result}),
+        encoding="utf-8")
     return text

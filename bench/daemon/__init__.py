@@ -1,0 +1,1 @@
+"""``shardq consume`` drain and pickup latency (``python -m bench.daemon``)."""
