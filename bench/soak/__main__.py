@@ -7,8 +7,9 @@ database with its own producer (``bench.soak.producer``), ``shardq consume`` dae
 (one janitor) and claim probe (``bench.soak.arm``):
 
 - ``new``: migration 0014's autovacuum settings and the janitor's vacuum step on;
-- ``old``: the schema downgraded to 0013 (0014's settings reset to 0002's) and the
-  vacuum step off: shardq as it was.
+- ``old``: revision 0014's autovacuum settings reset to 0002's (the rest of the
+  schema is today's, which the daemon needs) and the vacuum step off: shardq's
+  vacuuming as it was.
 
 Every minute each arm's figures are recorded (sizes, live/dead rows, claim and pickup
 percentiles, WAL per task), and at the end ``bench/results/soak.md`` (``soak-quick.md``)

@@ -29,6 +29,10 @@ import shardq
 from bench.soak.app import PICKUP_TABLE, QUEUE
 from shardq.core import migrate
 
+# Revision 0002's autovacuum settings, as revision 0014's downgrade restores them.
+OLD_AUTOVACUUM = ("ALTER TABLE shardq.tasks SET (autovacuum_vacuum_threshold = 5000, "
+                  "autovacuum_vacuum_insert_threshold = 20000), RESET (vacuum_truncate)")
+
 ROOT = Path(__file__).resolve().parents[2]
 PROBE_EVERY_S = 0.1
 POLL_EVERY_S = 1.0
@@ -90,13 +94,14 @@ class Arm:
         self.dbid = 0
 
     def setup(self) -> None:
-        """Schema at head (the old arm: back to 0013, 0014's settings reset), the pickup
-        table, and the standing backlog of delayed tasks."""
+        """Schema at head (the old arm: 0014's autovacuum settings back to 0002's, as its
+        downgrade leaves them; the rest of the schema is today's, which the daemon
+        needs), the pickup table, and the standing backlog of delayed tasks."""
         with open(os.devnull, "w") as sink:
             migrate.upgrade(self.url, bucket_count=16, output=sink)
-        if not self.vacuum:
-            migrate.downgrade(self.url, revision="0013")
         with psycopg.connect(self.url, autocommit=True) as conn:
+            if not self.vacuum:
+                conn.execute(OLD_AUTOVACUUM)
             conn.execute("CREATE SCHEMA IF NOT EXISTS soak")
             conn.execute(PICKUP_TABLE)
             conn.execute("""
@@ -156,7 +161,7 @@ class Arm:
             while not self._stop.is_set():
                 ms, pages = self._timed_claim(tx, explain, st.params(
                     queue=QUEUE, bucket=random.randrange(st.bucket_count), lease_s=30,
-                    token=uuid4()))
+                    token=uuid4(), worker_id=None))
                 with self._lock:
                     self.probe.claims.append((time.time(), ms, pages))
                 if time.monotonic() - polled >= POLL_EVERY_S:

@@ -90,6 +90,13 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def _middle(values: list[float], digits: int) -> str:
+    """The median minute's value, or "-" when no minute measured it (a quick run's
+    minutes may see no pickup)."""
+    ordered = sorted(values)
+    return f"{ordered[len(ordered) // 2]:.{digits}f}" if ordered else "-"
+
+
 def summary(result: dict[str, Any]) -> str:
     """Each arm over the last FLAT_WINDOW_MIN minutes (all of a shorter run), side by side."""
     rows = []
@@ -106,15 +113,16 @@ def summary(result: dict[str, Any]) -> str:
             return [r[key] for r in window if r[key] is not None]
 
         wal = [w for w in (_wal_per_task(r) for r in window) if w is not None]
+        p99 = vals("claim_p99_ms")
         rows.append([
             name, f"{(_mean(vals('table_bytes')) or 0) / MIB:.1f}",
             f"{min(vals('index_bytes')) / MIB:.1f}..{max(vals('index_bytes')) / MIB:.1f}",
             f"{max(vals('peak_dead')):,}", f"{per_min('vacuums'):.1f}",
             f"{per_min('autovacuums'):.2f}",
-            f"{sorted(vals('claim_p50_ms'))[span // 2]:.2f}",
-            f"{sorted(vals('claim_p99_ms'))[span // 2]:.2f} / {max(vals('claim_p99_ms')):.2f}",
+            _middle(vals('claim_p50_ms'), 2),
+            f"{_middle(p99, 2)} / {_middle(p99 and [max(p99)], 2)}",
             f"{_mean(vals('claim_mean_ms')) or 0:.3f}",
-            f"{sorted(vals('pickup_p99_ms'))[span // 2]:.0f}",
+            _middle(vals('pickup_p99_ms'), 0),
             f"{_mean(wal):,.0f}" if wal else "",
             f"{_mean([r['tasks'] / r.get('seconds', 60) for r in window]) or 0:,.0f}",
         ])
@@ -187,8 +195,8 @@ def write_report(result: dict[str, Any], suffix: str = "") -> str:
         f"ahead (~{facts['delayed']:,} standing, seeded at the start), one `shardq consume` "
         "daemon (defaults, 1 janitor), and a claim probe",
         "- **new**: the schema at head (0014's autovacuum settings) and the janitor's vacuum "
-        f"step (defaults: {_settings(facts)}); **old**: downgraded to 0013 (0014's settings "
-        "reset), `SHARDQ_VACUUM=0`", "",
+        f"step (defaults: {_settings(facts)}); **old**: 0014's autovacuum settings "
+        "reset to 0002's, `SHARDQ_VACUUM=0`", "",
         "How each figure is measured:", "",
         "- sizes, live and dead rows: `pg_relation_size`, `pg_indexes_size`, "
         "`pg_stat_user_tables` at the end of each minute; *peak dead*: the largest "
