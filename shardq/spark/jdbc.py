@@ -26,7 +26,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 from shardq.core.errors import ConfigError
 
 DRIVER = "org.postgresql.Driver"
-# Rows per executeBatch on PostgreSQL; bench/spark_insert.py measured 1,000 to 20,000
+# Rows per executeBatch on PostgreSQL; bench/spark/insert.py measured 1,000 to 20,000
 # (see bench/results/spark_insert.md): past a few thousand the rate is flat.
 POSTGRESQL_BATCH_SIZE = 5000
 # CockroachDB: pgjdbc's rewrite works in powers of two up to 128 rows a statement.
