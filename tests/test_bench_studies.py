@@ -7,9 +7,12 @@ import os
 import shutil
 import subprocess
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
+
+from tests.tcp_postgres import tcp_server
 
 pytest.importorskip("psutil", reason="the bench extra is not installed")
 pytest.importorskip("matplotlib", reason="the bench extra is not installed")
@@ -53,10 +56,13 @@ def test_the_quick_run_writes_its_stamped_report(study: str, server_url: str,
     if study in SPARK and not (shutil.which("java") and Path(
             "/usr/share/java/postgresql.jar").exists()):
         pytest.skip("Spark needs Java and the PostgreSQL JDBC jar")
-    server = [] if study in NO_SERVER else ["--dsn", server_url]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "SHARDQ_BENCH_RESULTS": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-m", module, "--quick", *extra, *server],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    with ExitStack() as stack:
+        # JDBC needs a TCP address: the embedded default listens on a unix socket.
+        url = stack.enter_context(tcp_server()) if study in SPARK else server_url
+        server = [] if study in NO_SERVER else ["--dsn", url]
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "SHARDQ_BENCH_RESULTS": str(tmp_path)}
+        done = subprocess.run([sys.executable, "-m", module, "--quick", *extra, *server],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     text = (tmp_path / report).read_text(encoding="utf-8")
     command, commit = text.splitlines()[:2]
