@@ -44,6 +44,10 @@ LOCAL_POSTGRESQL = "postgresql://postgres@127.0.0.1:5432/test"
 PRIMARY_KEY = ("queue", "status", "exec_time", "id")
 
 
+# A statement that writes to a shardq table (format with ``table=``).
+WRITES_TO = r"\b(?:INSERT INTO|UPDATE|DELETE FROM) shardq\.{table}\b"
+
+
 def shard_column(buckets: int, key: tuple[str, ...] = PRIMARY_KEY) -> str:
     """The shard column CockroachDB creates for a hash-sharded index on ``key``."""
     return "crdb_internal_" + "_".join(sorted(key)) + f"_shard_{buckets}"
@@ -666,7 +670,7 @@ def test_crdb_ack_with_results_writes_each_table_once_and_notifies_no_one(pglast
 
     code = flat(strip_comments(compose("ack_results")))
     for table in ("tasks", "throughput", "results"):
-        writes = re.findall(rf"\b(?:INSERT INTO|UPDATE|DELETE FROM) shardq\.{table}\b", code)
+        writes = re.findall(WRITES_TO.format(table=table), code)
         assert len(writes) == 1, table
     assert "pg_notify" not in code
     assert "ON CONFLICT (id) DO NOTHING" in code
@@ -711,7 +715,7 @@ def test_crdb_statements_that_end_attempts_write_each_table_once(pglast: Any,
     record commit together."""
     code = flat(strip_comments(compose(name)))
     for table in ("tasks", "attempts"):
-        writes = re.findall(rf"\b(?:INSERT INTO|UPDATE|DELETE FROM) shardq\.{table}\b", code)
+        writes = re.findall(WRITES_TO.format(table=table), code)
         assert len(writes) == 1, table
     assert "ON CONFLICT (task_id, slot) DO UPDATE SET" in code
     assert "WHERE h.attempt < EXCLUDED.attempt" in code

@@ -165,9 +165,9 @@ def test_each_partition_reads_one_bounded_index_range(spark: Any, dbs: Databases
     with psycopg.connect(url, autocommit=True) as conn:
         for clause in clauses:
             # As Spark sends it: the pushed filters, then the partition's range.
-            text = (f"EXPLAIN SELECT * FROM {subquery} WHERE (\"queue\" IS NOT NULL) "
-                    f"AND (\"status\" IS NOT NULL) AND (\"queue\" = 'jobs') "
-                    f"AND (\"status\" = 'dead') AND ({clause})")
+            text = ("EXPLAIN SELECT * FROM " + subquery + " WHERE (\"queue\" IS NOT NULL) "
+                    "AND (\"status\" IS NOT NULL) AND (\"queue\" = 'jobs') "
+                    "AND (\"status\" = 'dead') AND (" + clause + ")")
             lines = [r[0] for r in conn.execute(text)]
             explained = "\n".join(lines)
             assert "Seq Scan" not in explained, explained
