@@ -186,7 +186,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if getattr(args, key) is None:
             setattr(args, key, value)
     if args.output is None:
-        args.output = "claim_throughput-quick.md" if args.quick else "claim_throughput.md"
+        args.output = harness.result_name("claim_throughput", args.quick)
     args.configs = [int(b) for b in args.buckets.split(",") if b.strip()]
     if not args.configs or args.threads < 1 or args.reps < 1 or args.backlog < 1:
         p.error("need at least one bucket count, thread, rep and task")

@@ -77,8 +77,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{runs} fresh processes per command and tree, after one untimed run.",
                       "", *machine, "", table])
     print(text)
-    harness.write_result(args.output or ("cold_start-quick.md" if args.quick
-                                         else "cold_start.md"), text)
+    harness.write_result(args.output or harness.result_name("cold_start", args.quick), text)
     return 0
 
 

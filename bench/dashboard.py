@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
                                        rows)]
         if pictures:
             lines += ["", "Screenshots: " + ", ".join(p.name for p in pictures)]
-        name = "dashboard-quick.md" if args.quick else "dashboard.md"
+        name = harness.result_name("dashboard", args.quick)
         print(harness.write_result(name, "\n".join(lines)))
     return 0
 

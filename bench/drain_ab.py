@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"- {name}: median {harness.median(values):,.0f} tasks/s over "
                      f"{len(values)} runs ({', '.join(f'{v:,.0f}' for v in values)}); worker "
                      f"CPU median {harness.median(cpus[name]):.1f} us/task")
-    print(harness.write_result("drain_ab-quick.md" if args.quick else "drain_ab.md",
+    print(harness.write_result(harness.result_name("drain_ab", args.quick),
                                "\n".join(lines)).read_text())
     return 0
 

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
                  f"{len(ratios)} pairs ({', '.join(f'{r:.2f}' for r in ratios)}); medians "
                  f"shardq {harness.median(rates['shardq']):,.0f}/s, pgqueuer "
                  f"{harness.median(rates['pgqueuer']):,.0f}/s")
-    print(harness.write_result("enqueue_ab-quick.md" if args.quick else "enqueue_ab.md",
+    print(harness.write_result(harness.result_name("enqueue_ab", args.quick),
                                "\n".join(lines)).read_text())
     return 0
 

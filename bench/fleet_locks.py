@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     with harness.fresh_server(args.dsn, fleet.MAX_CONNECTIONS) as (_admin, _description, dbs):
         for buckets in (1, 16):
             lines += attribute(dbs.migrated(buckets), buckets, args.clients, args.tasks)
-    print(harness.write_result("fleet_locks-quick.md" if args.quick else "fleet_locks.md",
+    print(harness.write_result(harness.result_name("fleet_locks", args.quick),
                                "\n".join(lines)).read_text())
     return 0
 

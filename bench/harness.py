@@ -56,6 +56,12 @@ def add_server_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def result_name(study: str, quick: bool) -> str:
+    """The result file a study writes under bench/results: ``STUDY.md``, or
+    ``STUDY-quick.md`` for a ``--quick`` run (which never overwrites the published one)."""
+    return f"{study}-quick.md" if quick else f"{study}.md"
+
+
 @contextmanager
 def server(dsn: str | None = None, max_connections: int | None = None
            ) -> Iterator[tuple[str, str]]:

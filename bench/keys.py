@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> None:
         machine = harness.machine_lines(admin, description)
     text = report(a, single, many, claims, plans, machine)
     print(text)
-    harness.write_result("keys-quick.md" if a.quick else "keys.md", text)
+    harness.write_result(harness.result_name("keys", a.quick), text)
 
 
 def _rates(runs: dict[str, list[float]]) -> list[list[object]]:

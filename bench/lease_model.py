@@ -279,7 +279,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for key, value in defaults.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
-    args.output = args.output or ("lease_model-quick.md" if args.quick else "lease_model.md")
+    args.output = args.output or harness.result_name("lease_model", args.quick)
     if not 0 <= args.locked < args.rows or args.reps < 1 or args.threads < 1:
         p.error("need 0 <= --locked < --rows, and at least one rep and thread")
     return args

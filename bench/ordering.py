@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> None:
         machine = harness.machine_lines(admin, description)
     text = report(a, runs, machine)
     print(text)
-    harness.write_result("ordering-quick.md" if a.quick else "ordering.md", text)
+    harness.write_result(harness.result_name("ordering", a.quick), text)
 
 
 def report(a: argparse.Namespace, runs: dict[tuple[int, int, str], list[Drain]],

@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         hook_rows))
     lines += ["", "Command: `python -m bench.otel_cost"
               + (" --quick" if args.quick else f" --drain {n} --reps {reps}") + "`"]
-    path = harness.write_result("otel_cost-quick.md" if args.quick else "otel_cost.md",
+    path = harness.write_result(harness.result_name("otel_cost", args.quick),
                                "\n".join(lines))
     print(path.read_text())
     return 0

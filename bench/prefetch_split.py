@@ -128,8 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(["# Slow tasks over worker processes", "", f"`{command}`", "",
                       *machine, "", table])
     print(text)
-    harness.write_result(args.output or ("prefetch_split-quick.md" if args.quick
-                                         else "prefetch_split.md"), text)
+    harness.write_result(args.output or harness.result_name("prefetch_split", args.quick), text)
     return 0
 
 

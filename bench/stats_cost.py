@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                  "", f"Median and slowest of {args.runs} calls; each figure: value (true "
                  "count, stated error or exact).", ""]
     lines.append(harness.markdown_table(["tasks", "median ms", "max ms", *STATES], rows))
-    name = "stats_cost-quick.md" if args.quick else "stats_cost.md"
+    name = harness.result_name("stats_cost", args.quick)
     path = harness.write_result(name, "\n".join(lines))
     print(path.read_text())
     return 0

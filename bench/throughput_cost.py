@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
                      harness.percentile(lat, 95)])
     lines.append(harness.markdown_table(
         ["statement", "threads", "variant", "statements", "median ms", "p95 ms"], rows))
-    name = "throughput_cost-quick.md" if args.quick else "throughput_cost.md"
+    name = harness.result_name("throughput_cost", args.quick)
     path = harness.write_result(name, "\n".join(lines))
     print(path.read_text())
     return 0

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     machine = measure(QUICK if args.quick else Sizes(), reps, args.dsn, records, kinds)
     text = report.document(records, machine, args.quick, time.monotonic() - began)
     print(text)
-    out = args.out or harness.RESULTS_DIR / ("flow-quick.md" if args.quick else "flow.md")
+    out = args.out or harness.RESULTS_DIR / harness.result_name("flow", args.quick)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(harness.stamp(text) + "\n", encoding="utf-8")
     if args.records:

@@ -176,7 +176,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.quick and args.batch_sizes == p.get_default("batch_sizes"):
         args.batch_sizes = "1000,5000,20000"
     args.batch_sizes = [int(s) for s in args.batch_sizes.split(",")]
-    args.output = args.output or ("spark_insert-quick.md" if args.quick else "spark_insert.md")
+    args.output = args.output or harness.result_name("spark_insert", args.quick)
     return args
 
 

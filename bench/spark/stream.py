@@ -216,7 +216,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.quick:
         args.rows, args.read_rows, args.landings = 2_000, 5_000, 2
-    args.output = args.output or ("spark_stream-quick.md" if args.quick else "spark_stream.md")
+    args.output = args.output or harness.result_name("spark_stream", args.quick)
     return args
 
 

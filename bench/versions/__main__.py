@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         remove(base)
     text = report(args, runs, lines)
     print(text)
-    harness.write_result(args.out or ("versions-quick.md" if args.quick else "versions.md"),
+    harness.write_result(args.out or harness.result_name("versions", args.quick),
                          text)
     return 0
 
