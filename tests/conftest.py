@@ -39,6 +39,34 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "blocking_client: in a both_clients module, the Client only")
 
 
+# How xdist (``--dist loadgroup``) shares the suite out: a module's tests stay on one worker
+# (its module-scoped databases are made once), the Spark modules share one worker and its
+# one JVM, and the longest groups are handed out first so that no worker starts one as the
+# others finish.  The benchmark studies' quick runs are separate processes that share
+# nothing: each is handed out alone.
+SPARK_MODULES = ("test_spark", "test_spark_read", "test_spark_stream")
+FIRST = ("spark", "chaos/test_chaos", "test_periodic_daemons", "test_plans")
+UNGROUPED = ("test_bench_studies",)
+
+
+def group_of(item: pytest.Item) -> str | None:
+    """The xdist group of a test: its module's path under tests/, or ``spark``."""
+    path = Path(str(item.path)).relative_to(ROOT / "tests").with_suffix("").as_posix()
+    if path in UNGROUPED:
+        return None
+    return "spark" if path in SPARK_MODULES else path
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Group the tests for xdist and put the longest groups first (see above)."""
+    for item in items:
+        group = group_of(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    rank = {group: i for i, group in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(group_of(item) or "", len(FIRST)))
+
+
 def _docker_answers() -> bool:
     if shutil.which("docker") is None:
         return False
@@ -209,7 +237,7 @@ def app_env(db: str) -> Iterator[dict[str, str]]:
         yield {**os.environ, "SHARDQ_DSN": db, "PYTHONPATH": str(ROOT)}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def dbs() -> Iterator[Databases]:
     """Fresh migrated databases on a server JDBC can reach (TCP), for the Spark tests."""
     from tests.tcp_postgres import tcp_server
@@ -222,9 +250,10 @@ def dbs() -> Iterator[Databases]:
             databases.drop_all()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    """One local Spark for the module (see tests.spark_env.local_spark)."""
+    """One local Spark for the Spark modules, which run on one xdist worker (see
+    tests.spark_env.local_spark)."""
     from tests.spark_env import local_spark
 
     with local_spark() as session:

@@ -1,5 +1,6 @@
 """What the Spark tests share: the JDBC jar, whether Spark can run here, and one local Spark
-session per module (tests/conftest.py's ``spark`` and ``dbs`` fixtures)."""
+session for all the Spark modules, which share an xdist worker (tests/conftest.py's
+``spark`` and ``dbs`` fixtures)."""
 
 from __future__ import annotations
 

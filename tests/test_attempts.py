@@ -22,7 +22,8 @@ from tests.helpers import claim_all, scalar, shardq_cli, wait_for
 from tests.plans import explain
 from tests.web import TOKEN, call, serving
 
-pytestmark = pytest.mark.client_settings(backoff_base_s=1, backoff_cap_s=10, backoff_jitter=0)
+pytestmark = [pytest.mark.server,
+              pytest.mark.client_settings(backoff_base_s=1, backoff_cap_s=10, backoff_jitter=0)]
 
 LEASE_ERROR = ("lease expired: the worker holding it died, stalled or overran its lease; "
                "it runs alone next time")

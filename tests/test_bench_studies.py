@@ -41,6 +41,8 @@ STUDIES: dict[str, tuple[str, list[str], str]] = {
     "spark insert": ("bench.spark.insert", ["--rows", "2000"], "spark_insert-quick.md"),
     "spark stream": ("bench.spark.stream", [], "spark_stream-quick.md"),
     "stats_cost": ("bench.stats_cost", [], "stats_cost-quick.md"),
+    # The suite (python -m bench): every scenario small, and the report the docs quote.
+    "suite": ("bench", [], "suite/report-quick.md"),
     "throughput_cost": ("bench.throughput_cost", [], "throughput_cost-quick.md"),
     "versions": ("bench.versions", ["--base", "HEAD"], "versions-quick.md"),
 }
@@ -48,7 +50,7 @@ NO_SERVER = {"slot_engine", "soak"}  # no database; the soak's own configured se
 SPARK = {"spark insert", "spark stream"}
 
 
-@pytest.mark.slow  # 22 processes, some with Spark: the benchmark harness's own pass
+@pytest.mark.slow  # 23 processes, some with Spark: the benchmark harness's own pass
 @pytest.mark.parametrize("study", sorted(STUDIES))
 def test_the_quick_run_writes_its_stamped_report(study: str, server_url: str,
                                                  tmp_path: Path) -> None:
@@ -62,7 +64,8 @@ def test_the_quick_run_writes_its_stamped_report(study: str, server_url: str,
         server = [] if study in NO_SERVER else ["--dsn", url]
         env = {**os.environ, "PYTHONPATH": str(ROOT), "SHARDQ_BENCH_RESULTS": str(tmp_path)}
         done = subprocess.run([sys.executable, "-m", module, "--quick", *extra, *server],
-                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+                              cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=900 if study == "suite" else 300)
     assert done.returncode == 0, done.stderr[-3000:]
     text = (tmp_path / report).read_text(encoding="utf-8")
     command, commit = text.splitlines()[:2]

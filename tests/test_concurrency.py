@@ -9,10 +9,13 @@ from collections import Counter
 from typing import Any
 
 import psycopg
+import pytest
 
 import shardq
 from shardq import Client
 from tests.helpers import in_threads
+
+pytestmark = pytest.mark.server
 
 
 def test_eight_threads_claim_each_task_exactly_once(dsn: str, client: Client,

@@ -7,11 +7,14 @@ import subprocess
 import sys
 
 import psycopg
+import pytest
 
 import shardq
 from shardq.cli import doctor
 from shardq.worker.config import WorkerConfig
 from tests.conftest import Databases
+
+pytestmark = pytest.mark.server
 
 CHECKS = ["server version", "autovacuum", "index bloat", "janitor vacuum", "pool size",
           "LISTEN/NOTIFY", "limits"]

@@ -21,6 +21,8 @@ from shardq.core.errors import ConfigError, ConnectionLost, Unavailable
 from shardq.core.task import TaskId
 from tests.helpers import free_port, with_dbname, with_user
 
+pytestmark = pytest.mark.server
+
 
 def test_a_statement_past_its_deadline_drops_its_connection(dsn: str) -> None:
     db = Database(dsn, max_size=2, statement_timeout_s=0.5)

@@ -13,8 +13,8 @@ import shardq
 from shardq import Client, JanitorReport, ManualClock
 from tests.helpers import TickingClock, bucket_of, claim_all, in_threads, query, wait_for
 
-pytestmark = pytest.mark.client_settings(backoff_base_s=2, backoff_cap_s=100,
-                                         backoff_jitter=0.25)
+pytestmark = [pytest.mark.server,
+              pytest.mark.client_settings(backoff_base_s=2, backoff_cap_s=100, backoff_jitter=0.25)]
 
 
 def delays(conn: psycopg.Connection[Any], since: datetime) -> list[float]:

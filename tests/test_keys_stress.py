@@ -20,6 +20,8 @@ import pytest
 
 import shardq
 
+pytestmark = pytest.mark.server
+
 KEYS = 50
 ENQUEUES = 6_000
 PRODUCERS = 4

@@ -18,6 +18,8 @@ from shardq.worker.metrics import Metrics
 from tests.apps import leases
 from tests.helpers import wait_for
 
+pytestmark = pytest.mark.server
+
 
 @pytest.fixture
 def leased(db: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[shardq.Client]:

@@ -34,7 +34,7 @@ WORKERS = 3
 SLOTS = "16"
 QUEUES = ("capped", "grouped", "rated", "leased")
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.server, pytest.mark.timeout(180)]
 
 
 @dataclass(frozen=True)

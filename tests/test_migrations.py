@@ -16,6 +16,8 @@ import shardq
 from shardq.core import migrate
 from shardq.core.dialect import bucket_sql
 
+pytestmark = pytest.mark.server
+
 ROOT = Path(__file__).resolve().parent.parent
 HEAD = max(p.name[:4] for p in (ROOT / "migrations" / "versions").glob("0*.py"))
 

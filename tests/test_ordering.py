@@ -6,10 +6,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
+import pytest
 
 import shardq
 from shardq import Client, ManualClock
 from tests.helpers import claim_all, wait_for
+
+pytestmark = pytest.mark.server
 
 
 def drain(client: Client, queue: str) -> list[Any]:

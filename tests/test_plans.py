@@ -17,6 +17,8 @@ import pytest
 from shardq.core import sqlfiles
 from tests.plans import LIMIT, PARAMS, QUEUE, explain, nodes, numbered
 
+pytestmark = pytest.mark.server
+
 BACKLOG = 1_000_000
 
 

@@ -25,6 +25,8 @@ from shardq.ops import attempts, control, deadletters, history, inspection, queu
 from tests.conftest import Databases
 from tests.helpers import query, scalar
 
+pytestmark = pytest.mark.server
+
 T = TypeVar("T")
 
 

@@ -16,6 +16,8 @@ from shardq.core import sqlfiles
 from shardq.ops import flow
 from tests.plans import LIMIT, PARAMS, QUEUE, explain
 
+pytestmark = pytest.mark.server
+
 FAIR = "fair"
 RUNNING = ("tasks_slots", "tasks_group_slots")
 

@@ -26,7 +26,7 @@ from shardq.worker.daemon import Worker
 from tests.clients import open_client
 from tests.helpers import claim_all, expire_leases
 
-pytestmark = pytest.mark.both_clients
+pytestmark = [pytest.mark.server, pytest.mark.both_clients]
 
 # Handlers live at the module's top level: a suspect task's handler is imported by the
 # process it runs alone in.

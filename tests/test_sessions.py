@@ -5,11 +5,14 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import psycopg
+import pytest
 from psycopg import sql
 
 import shardq
 from tests.conftest import Databases
 from tests.helpers import claim_all
+
+pytestmark = pytest.mark.server
 
 
 def test_times_come_back_in_utc_whatever_the_servers_zone(databases: Databases) -> None:

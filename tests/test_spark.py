@@ -32,6 +32,8 @@ require_spark()
 
 from pyspark.sql import functions as F  # noqa: E402
 
+pytestmark = pytest.mark.server
+
 ROOT = Path(__file__).resolve().parent.parent
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # 2024-11-03 05:00Z is 01:00 EDT: two hours from there cross New York's repeated hour.

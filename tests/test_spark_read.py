@@ -21,6 +21,8 @@ from tests.conftest import Databases
 from tests.helpers import claim_all, query
 from tests.spark_env import require_spark
 
+pytestmark = pytest.mark.server
+
 require_spark()
 F = pytest.importorskip("pyspark.sql.functions")
 

@@ -19,6 +19,8 @@ from shardq.ops import queuestats
 from tests.conftest import Databases
 from tests.helpers import in_threads, scalar, wait_for, within_stated_error
 
+pytestmark = pytest.mark.server
+
 WAITING = 2_000_000
 
 

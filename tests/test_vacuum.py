@@ -23,6 +23,8 @@ from shardq.worker.daemon import Worker
 from tests.conftest import Databases
 from tests.helpers import wait_for
 
+pytestmark = pytest.mark.server
+
 Conn = psycopg.Connection[Any]
 
 
