@@ -62,12 +62,12 @@ def stop(daemon: Daemon) -> None:
 
 def test_three_daemons_fire_every_slot_once(ticks_db: str,
                                             daemons: Callable[[], Daemon]) -> None:
-    """Three daemons for ~30 s on a 2 s schedule, one stopped halfway: every slot between
+    """Three daemons for ~16 s on a 2 s schedule, one stopped halfway: every slot between
     the first and the last ran exactly once."""
     trio = [daemons() for _ in range(3)]
-    time.sleep(15)
+    time.sleep(8)
     stop(trio[0])
-    time.sleep(15)
+    time.sleep(8)
     for d in trio[1:]:
         stop(d)
     ran = [row[0] for row in query(ticks_db, "SELECT slot FROM ticks ORDER BY slot")]
@@ -80,7 +80,7 @@ def test_three_daemons_fire_every_slot_once(ticks_db: str,
           f"duplicates {len(ran) - len(slots)}, longest gap {max(gaps)}, by {len(pids)} daemons")
     assert [s for s, n in runs.items() if n > 1] == []
     assert slots == expected
-    assert len(slots) >= 10  # ~28 s of firing, less the daemons' start on a busy machine
+    assert len(slots) >= 4  # ~14 s of firing, less the daemons' start on a busy machine
     # Fired, each once: what is still queued (fired as the daemons stopped) is later.
     queued = [r[0] for r in query(ticks_db, "SELECT (payload->>'slot')::timestamptz "
                                             "FROM shardq.tasks")]
