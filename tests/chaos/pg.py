@@ -10,6 +10,7 @@ a TLS server needs one; :func:`tests.tls.ssl_bindir` finds it).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
@@ -166,10 +167,8 @@ class ThrowawayPostgres:
                 pass
             self.server.cleanup()
         elif self.running:
-            try:
+            with contextlib.suppress(subprocess.CalledProcessError):
                 self.stop("immediate")
-            except subprocess.CalledProcessError:
-                pass
         shutil.rmtree(self.root, ignore_errors=True)
 
 
