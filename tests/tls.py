@@ -13,8 +13,13 @@ import glob
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlencode
+
+from tests.chaos.pg import ThrowawayPostgres
 
 DAYS = "2"  # the certificates outlive any test run, and nothing else
 # A P-256 key: made at once, where an RSA key takes a noticeable fraction of a second.
@@ -92,3 +97,44 @@ def missing() -> str | None:
         return ("no PostgreSQL built with OpenSSL in /usr/lib/postgresql/*/bin (the embedded "
                 "wheel has no TLS): apt-get install postgresql")
     return None
+
+
+@dataclass(frozen=True)
+class TlsServer:
+    """A throwaway PostgreSQL that takes TLS connections only (scram-sha-256 passwords for
+    every role but ``postgres``), its certificates, and a CA that did not sign them."""
+
+    pg: ThrowawayPostgres
+    certificates: Certificates
+    wrong_ca: Path
+
+    def url(self, dbname: str, user: str = "postgres", password: str = "", *,
+            sslrootcert: Path | None = None, **params: str) -> str:
+        """A libpq URL of ``dbname`` as ``user``, verify-full against ``sslrootcert``
+        (default: the server's CA)."""
+        auth = f"{user}:{password}" if password else user
+        query = urlencode({"sslmode": "verify-full",
+                           "sslrootcert": str(sslrootcert or self.certificates.ca), **params})
+        return f"postgresql://{auth}@127.0.0.1:{self.pg.port}/{dbname}?{query}"
+
+
+@contextmanager
+def tls_server(directory: Path) -> Iterator[TlsServer]:
+    """A :class:`TlsServer` whose files live in ``directory``, stopped at the end."""
+    bindir = ssl_bindir()
+    assert bindir is not None, missing()
+    certificates = make_certificates(directory)
+    wrong_ca, _ = make_ca(directory / "other")
+    pg = ThrowawayPostgres(
+        bindir=bindir,
+        settings={"ssl": "on", "ssl_cert_file": certificates.server_cert.name,
+                  "ssl_key_file": certificates.server_key.name,
+                  "password_encryption": "scram-sha-256"},
+        hba=["hostnossl all all all reject",
+             "hostssl all postgres 127.0.0.1/32 trust",
+             "hostssl all all 127.0.0.1/32 scram-sha-256"],
+        files=[certificates.server_cert, certificates.server_key])
+    try:
+        yield TlsServer(pg, certificates, wrong_ca)
+    finally:
+        pg.close()
