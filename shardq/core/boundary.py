@@ -81,16 +81,16 @@ def layout_steps() -> Steps[Layout]:
     return Layout(found, column, count)
 
 
-def role_of(dsn: str) -> str:
+def role_of(dsn: str) -> str | None:
     """The role a DSN logs in as: its ``user``, else libpq's default (``PGUSER``, else the
-    operating system's user name)."""
+    operating system's user name); None if none can be told."""
     from psycopg.conninfo import conninfo_to_dict
 
     try:
-        user = conninfo_to_dict(normalize_dsn(dsn)).get("user")
-    except psycopg.ProgrammingError:
-        user = None
-    return str(user or os.environ.get("PGUSER") or getpass.getuser())
+        user = conninfo_to_dict(normalize_dsn(dsn)).get("user") or os.environ.get("PGUSER")
+        return str(user or getpass.getuser())
+    except (psycopg.ProgrammingError, KeyError, OSError):  # no passwd entry for this uid
+        return None
 
 
 def connect_kwargs(connect_timeout_s: float) -> dict[str, Any]:

@@ -41,7 +41,7 @@ FILES: dict[Level, tuple[str, ...]] = {
 DOES = {
     "read-only": "read-only use",
     "read-write": "read-write use",
-    "spark": "read-write use, and CREATE for Spark's staging tables,",
+    "spark": "read-write use (with CREATE, for Spark's staging tables)",
 }
 
 
