@@ -153,11 +153,13 @@ NOT_QUERIES = ("schema",)  # the PostgreSQL schema snapshot, never run by the Cl
 # The stats' page sample (TABLESAMPLE, ctid): PostgreSQL only, where task ids are
 # time-ordered (Dialect.ordered_ids); CockroachDB samples the smallest ids (stats_sample).
 PAGE_SAMPLE = ("stats_pages",)
-# Server checks (shardq doctor), LISTEN and the embedded server's set-up: PostgreSQL only,
-# taken as they are (shardq.core.sqlfiles.plain), never composed for CockroachDB.
+# Server checks (shardq doctor, and first contact's look at a role's privileges), LISTEN,
+# the embedded server's set-up and the grants of `shardq migrate --grants`: PostgreSQL
+# only, taken as they are (shardq.core.sqlfiles.plain), never composed for CockroachDB.
 PLAIN_POSTGRESQL = ("doctor_version", "doctor_autovacuum", "doctor_oldest_snapshot",
                     "doctor_connections", "backend_pid", "listen", "unlisten", "notify_probe",
-                    "database_exists", "database_create")
+                    "database_exists", "database_create", "schema_access", "grants_owner",
+                    "grants_read", "grants_write", "grants_maintain", "grants_spark")
 COMPOSED = CRDB_QUERIES + FRAGMENTS + POSTGRESQL_ONLY
 CLAIM_LIMIT = 25
 

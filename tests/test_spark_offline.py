@@ -55,6 +55,17 @@ def test_shardq_spark_imports_without_pyspark_and_says_what_to_install() -> None
      "jdbc:postgresql://h1:5432,h2:5433/db?targetServerType=read-write", {"user": "me"},
      "postgresql"),
     ("postgresql://me@dbhost", "jdbc:postgresql://dbhost/me", {"user": "me"}, "postgresql"),
+    # TLS: verify-full carries its CA file; libpq's require with a CA file checks the
+    # certificate (pgjdbc's verify-ca); sslrootcert=system is the JVM's trust store.
+    ("postgresql://me@db:5432/app?sslmode=verify-full&sslrootcert=/etc/ca.pem",
+     "jdbc:postgresql://db:5432/app?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem",
+     {"user": "me"}, "postgresql"),
+    ("postgresql://me@db:5432/app?sslmode=require&sslrootcert=/etc/ca.pem",
+     "jdbc:postgresql://db:5432/app?sslmode=verify-ca&sslrootcert=%2Fetc%2Fca.pem",
+     {"user": "me"}, "postgresql"),
+    ("postgresql://me@db:5432/app?sslmode=verify-full&sslrootcert=system",
+     "jdbc:postgresql://db:5432/app?sslmode=verify-full&sslfactory=org.postgresql.ssl."
+     "DefaultJavaSSLFactory", {"user": "me"}, "postgresql"),
 ])
 def test_libpq_urls_become_jdbc_urls(url: str, jdbc: str, properties: dict[str, str],
                                      dialect: str) -> None:
@@ -69,6 +80,9 @@ def test_jdbc_urls_are_taken_as_they_are_and_map_back_to_libpq() -> None:
     target = jdbc_target("postgresql://ada:s3cret@db:5432/app?application_name=x")
     assert libpq_url(target.jdbc_url, target.properties) == (
         "postgresql://ada:s3cret@db:5432/app?application_name=x")
+    system = jdbc_target("postgresql://ada@db:5432/app?sslmode=verify-full&sslrootcert=system")
+    assert libpq_url(system.jdbc_url, system.properties) == (
+        "postgresql://ada@db:5432/app?sslmode=verify-full&sslrootcert=system")
 
 
 @pytest.mark.parametrize(("url", "message"), [
@@ -276,6 +290,18 @@ def test_a_refused_rows_argument_and_rule_from_sparks_text(
      "Caused by: java.net.ConnectException: Connection refused\n",
      "java.net.ConnectException: Connection refused"),
     ("\n  lost: " + "x" * 1000, "lost: " + "x" * 294),
+    # pgjdbc refusing the server's certificate (verify-full): its CA, or the name in it.
+    ("Caused by: org.postgresql.util.PSQLException: SSL error: PKIX path validation failed: "
+     "java.security.cert.CertPathValidatorException: Path does not chain with any of the "
+     "trust anchors\nCaused by: javax.net.ssl.SSLHandshakeException: PKIX path validation\n",
+     "the server's certificate was refused over JDBC (is sslrootcert the CA that signed it, "
+     "for the host in the URL?): SSL error: PKIX path validation failed: java.security.cert."
+     "CertPathValidatorException: Path does not chain with any of the trust anchors"),
+    ("Caused by: org.postgresql.util.PSQLException: The hostname db.example.com could not be "
+     "verified by hostnameverifier PgjdbcHostnameVerifier.\n",
+     "the server's certificate was refused over JDBC (is sslrootcert the CA that signed it, "
+     "for the host in the URL?): The hostname db.example.com could not be verified by "
+     "hostnameverifier PgjdbcHostnameVerifier."),
 ])
 def test_any_other_spark_failure_in_one_line(text: str, line: str) -> None:
     from shardq.spark.failure import summary

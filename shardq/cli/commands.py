@@ -38,6 +38,10 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
     config = from_arguments(ClientConfig, args)
     dsn = config.dsn
+    if (args.read_only or args.spark) and not args.grants:
+        raise ConfigError("--read-only and --spark qualify --grants ROLE")
+    if args.grants and args.sql:
+        return _grants(dsn or embedded.ensure_started(), args, config, dry_run=True)
     if args.sql:
         if dsn is None and args.dialect is None:
             raise ConfigError("--sql needs --dialect postgresql or --dialect cockroachdb (no "
@@ -55,6 +59,18 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     print(f"schema already at revision {at}" if now == was else
           f"schema upgraded from revision {was} to {at}" if was else
           f"schema created at revision {at}")
+    return _grants(dsn, args, config) if args.grants else 0
+
+
+def _grants(dsn: str, args: argparse.Namespace, config: ClientConfig, *,
+            dry_run: bool = False) -> int:
+    """``--grants ROLE``: grant it (or print the statements, with ``dry_run``)."""
+    from shardq.core import grants
+
+    level = grants.level_of(read_only=args.read_only, spark=args.spark)
+    granted = grants.grant(dsn, args.grants, level, dry_run=dry_run,
+                           connect_timeout_s=config.connect_timeout_s)
+    print(";\n\n".join(granted.statements) + ";" if dry_run else granted.summary())
     return 0
 
 

@@ -92,6 +92,9 @@ def autovacuum(conn: Conn) -> Finding:
                        "ALTER TABLE shardq.tasks RESET (autovacuum_enabled)")
     oldest = _one(conn, "doctor_oldest_snapshot")
     seen = f"{dead:,} dead and {live:,} live rows; last vacuum {last or 'never'}"
+    if not oldest[2]:
+        seen += (f"; other roles' transactions are hidden from role {oldest[3]}, so an old "
+                 "one goes unseen here (an administrator can grant it pg_monitor)")
     if oldest[0] > OLD_XMIN_S:
         return Finding("autovacuum", False, seen + f"; a transaction open for "
                        f"{oldest[0] / 60:.0f} min (pid {oldest[1]}) holds back every vacuum",

@@ -106,6 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dialect", choices=["postgresql", "cockroachdb"],
                    help="with --sql and no --dsn: the engine to render for")
     p.add_argument("--revision", default="head", help="target revision (default head)")
+    p.add_argument("--grants", metavar="ROLE",
+                   help="then grant ROLE the use of the schema, as workers and producers need "
+                        "it (run as the schema's owner); with --sql, print the grants instead")
+    p.add_argument("--read-only", action="store_true",
+                   help="with --grants: reading only, as a dashboard needs")
+    p.add_argument("--spark", action="store_true",
+                   help="with --grants: also CREATE on the schema shardq, where Spark's "
+                        "staged writes make their staging table")
 
     p = command("consume", cmd_consume, "run a worker: claim tasks and run their handlers")
     p.add_argument("target", help="module:app (a shardq.App) or module:function (a raw handler)")

@@ -8,8 +8,10 @@ a request reaches the server; everything here they use alike.
 
 from __future__ import annotations
 
+import getpass
 import logging
 import math
+import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +26,7 @@ from shardq.core.dialect import Dialect
 from shardq.core.errors import (
     ConfigError,
     ConnectionLost,
+    PermissionDenied,
     ShardqError,
     Unavailable,
     is_connection_loss,
@@ -62,8 +65,32 @@ def layout_steps() -> Steps[Layout]:
     rows = yield Fetch(sqlfiles.plain("server_version"))
     found = dialect.from_version(str(rows[0][0]) if rows else "")
     rows = yield Fetch(sqlfiles.text("schema_info", found.name), {})
+    if not rows and found.name == "postgresql":
+        # information_schema shows a role only what it has privileges on: a schema the
+        # role may not use looks missing, and deserves the grant, not `shardq migrate`.
+        access = yield Fetch(sqlfiles.plain("schema_access"))
+        if access:
+            owner, role, usage, reads = access[0]
+            if not (usage and reads):
+                raise PermissionDenied(
+                    "permission denied for schema shardq" if not usage else
+                    "permission denied for table shardq.tasks", str(role),
+                    f"as {owner} (the schema's owner), run `shardq migrate --grants {role}` "
+                    "(`--read-only`: reads only, as for a dashboard)")
     column, count = found.bucket_column({str(r[0]): str(r[1]) for r in rows})
     return Layout(found, column, count)
+
+
+def role_of(dsn: str) -> str | None:
+    """The role a DSN logs in as: its ``user``, else libpq's default (``PGUSER``, else the
+    operating system's user name); None if none can be told."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        user = conninfo_to_dict(normalize_dsn(dsn)).get("user") or os.environ.get("PGUSER")
+        return str(user or getpass.getuser())
+    except (psycopg.ProgrammingError, KeyError, OSError):  # no passwd entry for this uid
+        return None
 
 
 def connect_kwargs(connect_timeout_s: float) -> dict[str, Any]:
@@ -96,7 +123,24 @@ def pool_open_timeout_s(connect_timeout_s: float) -> float:
 
 def unavailable(dsn: str, why: BaseException) -> Unavailable:
     """No connection to ``dsn`` could be made, for ``why`` (every password masked)."""
-    return Unavailable(f"cannot connect to {redact(dsn)}: {cause(why)}")
+    return Unavailable(f"cannot connect to {redact(dsn)}: {connection_cause(why, dsn)}")
+
+
+def connection_cause(exc: BaseException, dsn: str) -> str:
+    """Why a connection to ``dsn`` failed: libpq's first line, and for a server
+    certificate that its CA file did not vouch for, which file that was."""
+    first = cause(exc)
+    if "certificate verify failed" in first:
+        from psycopg.conninfo import conninfo_to_dict
+
+        try:
+            rootcert = conninfo_to_dict(normalize_dsn(dsn)).get("sslrootcert")
+        except psycopg.ProgrammingError:
+            rootcert = None
+        rootcert = rootcert or os.environ.get("PGSSLROOTCERT") or "~/.postgresql/root.crt"
+        first += (f" (the server's certificate is not signed by a CA in sslrootcert="
+                  f"{rootcert}: is that the CA of this server?)")
+    return first
 
 
 def first_contact_error(exc: psycopg.Error, dsn: str) -> ShardqError:
@@ -106,7 +150,7 @@ def first_contact_error(exc: psycopg.Error, dsn: str) -> ShardqError:
         return ConfigError(f"invalid DSN {redact(dsn)}: {cause(exc)}")
     if isinstance(exc, psycopg.OperationalError):
         return unavailable(dsn, exc)
-    return map_db_error(exc)
+    return map_db_error(exc, role_of(dsn))
 
 
 def retryable(exc: BaseException, idempotent: bool) -> bool:
@@ -151,7 +195,7 @@ def translate(exc: Exception, dsn: str) -> Exception:
     if isinstance(exc, psycopg.Error):
         if is_connection_loss(exc):
             return ConnectionLost(f"connection lost: {cause(exc)}")
-        return map_db_error(exc)
+        return map_db_error(exc, role_of(dsn))
     return exc
 
 

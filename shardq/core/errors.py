@@ -91,6 +91,24 @@ class Unavailable(DatabaseError):
     """No connection to the database could be made (the message names the cause)."""
 
 
+GRANTS_FIX = ("the schema's owner grants a role what shardq needs with `shardq migrate --grants "
+              "{role}` (`--read-only`: reads only, as for a dashboard)")
+
+
+class PermissionDenied(DatabaseError):
+    """The database refused this role a privilege (SQLSTATE 42501); nothing was changed.
+
+    ``refused`` is what was refused, in the server's words (``permission denied for table
+    tasks``), ``role`` the role it was refused to (None when unknown), and the message
+    ends with the fix: by default, the grants of ``shardq migrate --grants ROLE``.
+    """
+
+    def __init__(self, refused: str, role: str | None = None, fix: str | None = None) -> None:
+        self.refused, self.role = refused, role
+        fix = fix if fix is not None else GRANTS_FIX.format(role=role or "ROLE")
+        super().__init__(f"{refused} (role {role or 'of this connection'}): {fix}")
+
+
 class ConnectionLost(DatabaseError):
     """The connection failed while a statement was in flight, and retrying could not
     settle it: whether the server applied the statement is unknown."""
@@ -114,12 +132,15 @@ def is_connection_loss(exc: BaseException) -> bool:
     )
 
 
-def map_db_error(exc: psycopg.Error) -> ShardqError:
-    """Translate a psycopg error into shardq's hierarchy."""
+def map_db_error(exc: psycopg.Error, role: str | None = None) -> ShardqError:
+    """Translate a psycopg error into shardq's hierarchy (``role``: the connection's, named
+    by a refusal)."""
     from psycopg import errors as pg_errors
 
     from shardq.core import rules
 
+    if isinstance(exc, pg_errors.InsufficientPrivilege):
+        return PermissionDenied(exc.diag.message_primary or str(exc).strip(), role)
     if isinstance(exc, pg_errors.UndefinedTable | pg_errors.InvalidSchemaName):
         return SchemaNotReady(f"the shardq schema is missing ({exc.diag.message_primary})")
     if isinstance(exc, pg_errors.UndefinedColumn):

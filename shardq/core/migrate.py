@@ -15,11 +15,11 @@ from alembic.runtime.environment import EnvironmentContext
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
-from sqlalchemy.exc import OperationalError
+from psycopg.errors import InsufficientPrivilege
+from sqlalchemy.exc import OperationalError, ProgrammingError
 
-from shardq.core.boundary import normalize_dsn
-from shardq.core.errors import ConfigError, Unavailable
-from shardq.core.redaction import redact
+from shardq.core.boundary import connection_cause, normalize_dsn, role_of
+from shardq.core.errors import ConfigError, PermissionDenied, Unavailable
 
 
 @cache
@@ -55,21 +55,35 @@ def upgrade(dsn: str | None, *, bucket_count: int | None = None, sql: bool = Fal
             output: TextIO | None = None) -> None:
     """Bring the schema up to ``revision``; with ``sql`` only print the DDL."""
     config = alembic_config(dsn, bucket_count=bucket_count, dialect=dialect, output=output)
-    with _one_line():
+    with _one_line(dsn):
         command.upgrade(config, revision, sql=sql)
 
 
+# What a role needs to run the migrations, beyond what a role granted their use has.
+OWNER_FIX = ("run `shardq migrate` as the schema's owner, a role with CREATE on the database "
+             "(for the schema shardq) and on the schema public (for the table "
+             "shardq_alembic_version)")
+
+
 @contextmanager
-def _one_line() -> Iterator[None]:
+def _one_line(dsn: str | None) -> Iterator[None]:
     """Alembic's errors that are the user's to fix (an unknown revision, a database that
-    does not answer) as shardq's, which the CLI prints as one line."""
+    does not answer, a role that may not change the schema) as shardq's, which the CLI
+    prints as one line."""
     try:
         yield
     except CommandError as exc:
         raise ConfigError(f"migrate: {exc}") from exc
     except OperationalError as exc:
-        first = (str(exc.orig).strip() or type(exc.orig).__name__).splitlines()[0]
-        raise Unavailable(f"migrate: {redact(first)}") from exc  # libpq's words, no hints
+        first = connection_cause(exc.orig, dsn or "") if isinstance(
+            exc.orig, BaseException) else type(exc.orig).__name__
+        raise Unavailable(f"migrate: {first}") from exc  # libpq's words, no hints
+    except ProgrammingError as exc:
+        if not isinstance(exc.orig, InsufficientPrivilege):
+            raise
+        refused = exc.orig.diag.message_primary or str(exc.orig).strip()
+        raise PermissionDenied(f"migrate: {refused}", role_of(dsn) if dsn else None,
+                               OWNER_FIX) from exc
 
 
 def head() -> str:
@@ -87,7 +101,7 @@ def current(dsn: str) -> str | None:
         found.extend(context.get_current_heads())
         return []  # nothing to apply: only read
 
-    with _one_line(), EnvironmentContext(config, script, fn=read, dont_mutate=True):
+    with _one_line(dsn), EnvironmentContext(config, script, fn=read, dont_mutate=True):
         script.run_env()
     return found[0] if found else None
 

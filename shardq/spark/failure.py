@@ -34,6 +34,10 @@ _SUMMARIES = (
     re.compile(r"(\[[A-Z][A-Z_.]*\] [^\n]*)"),
 )
 _CAUSE = re.compile(r"Caused by: ([^\n]*)")
+# pgjdbc's words when the server's certificate is refused: its CA, or the name in it.
+_TLS = re.compile(r"PSQLException: ((?:SSL error: |The hostname )[^\n]*)")
+TLS_HINT = ("the server's certificate was refused over JDBC (is sslrootcert the CA that "
+            "signed it, for the host in the URL?)")
 SUMMARY_CHARS = 300
 
 # What a failed write leaves: nothing (staged: the merge is one transaction), nothing
@@ -59,6 +63,8 @@ def broken_rule(text: str) -> tuple[str, str] | None:
 
 def summary(text: str) -> str:
     """One line of a Spark error that says what failed, cut to SUMMARY_CHARS."""
+    if found := _TLS.search(text):
+        return f"{TLS_HINT}: {found.group(1).strip()[:SUMMARY_CHARS]}"
     for pattern in _SUMMARIES:
         if found := pattern.search(text):
             return found.group(1).strip()[:SUMMARY_CHARS]

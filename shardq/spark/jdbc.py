@@ -45,6 +45,7 @@ _LIBPQ_TO_JDBC = {
     "target_session_attrs": "targetServerType",
 }
 _JDBC_TO_LIBPQ = {v: k for k, v in _LIBPQ_TO_JDBC.items()}
+SYSTEM_CAS = "org.postgresql.ssl.DefaultJavaSSLFactory"  # the JVM's trust store
 _SCHEMES = ("postgresql", "postgres", "cockroachdb")
 
 
@@ -62,7 +63,10 @@ def jdbc_target(url: str) -> Target:
     and properties; ``cockroachdb://`` marks the engine as CockroachDB.
 
     A ``jdbc:postgresql://`` URL is taken as it is (user and password may sit in its
-    query string).  Unix-socket URLs are refused: JDBC speaks TCP only.
+    query string).  Unix-socket URLs are refused: JDBC speaks TCP only.  TLS parameters
+    (``sslmode``, ``sslrootcert``, ``sslcert``, ``sslkey``, ``sslpassword``) carry over,
+    meaning to pgjdbc what they mean to libpq (see :func:`_tls_as_pgjdbc`); pgjdbc wants
+    a client certificate's key as PKCS-8 DER (``.pk8``) or PKCS-12, not libpq's PEM.
     """
     if url.startswith("jdbc:"):
         if not url.startswith("jdbc:postgresql://"):
@@ -85,13 +89,30 @@ def jdbc_target(url: str) -> Target:
     for name in ("user", "password"):
         if name in query:
             properties[name] = query.pop(name)
-    params = {_LIBPQ_TO_JDBC.get(k, k): v for k, v in query.items()}
+    params = {_LIBPQ_TO_JDBC.get(k, k): v for k, v in _tls_as_pgjdbc(query).items()}
     host = parts.netloc.rpartition("@")[2]
     database = parts.path.lstrip("/") or properties.get("user", "postgres")
     jdbc = f"jdbc:postgresql://{host}/{quote(unquote(database), safe='')}"
     if params:
         jdbc += "?" + urlencode(params)
     return Target(jdbc, properties, "cockroachdb" if scheme == "cockroachdb" else "postgresql")
+
+
+def _tls_as_pgjdbc(query: dict[str, str]) -> dict[str, str]:
+    """libpq's TLS parameters where pgjdbc reads them otherwise.
+
+    - ``sslrootcert=system`` (libpq 16+: the system's CAs) is pgjdbc's
+      ``DefaultJavaSSLFactory``, which trusts the Java runtime's CAs;
+    - ``sslmode=require`` with an ``sslrootcert`` checks the server's certificate against
+      it in libpq (as ``verify-ca``), where pgjdbc's ``require`` checks nothing.
+    """
+    found = dict(query)
+    if found.get("sslrootcert") == "system":
+        del found["sslrootcert"]
+        found.setdefault("sslfactory", SYSTEM_CAS)
+    elif found.get("sslmode") == "require" and found.get("sslrootcert"):
+        found["sslmode"] = "verify-ca"
+    return found
 
 
 def libpq_url(jdbc_url: str, properties: Mapping[str, str] | None = None) -> str:
@@ -106,6 +127,8 @@ def libpq_url(jdbc_url: str, properties: Mapping[str, str] | None = None) -> str
     if user:
         auth = quote(user, safe="") + (f":{quote(password, safe='')}" if password else "") + "@"
     params = {_JDBC_TO_LIBPQ[k]: v for k, v in query.items() if k in _JDBC_TO_LIBPQ}
+    if query.get("sslfactory") == SYSTEM_CAS:
+        params.setdefault("sslrootcert", "system")
     out = f"postgresql://{auth}{parts.netloc}{parts.path}"
     return out + ("?" + urlencode(params) if params else "")
 

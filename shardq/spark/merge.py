@@ -15,7 +15,7 @@ from shardq.core import sqlfiles
 from shardq.core.boundary import Layout
 from shardq.core.db import Conn
 from shardq.core.dialect import POSTGRESQL
-from shardq.core.errors import SchemaNotReady
+from shardq.core.errors import PermissionDenied, SchemaNotReady
 from shardq.core.statements import Statements
 
 SCHEMA = "shardq"
@@ -66,9 +66,15 @@ class Merged:
 
 
 def create_stage(st: Statements, stage: str) -> None:
-    """Create the (unlogged) staging table."""
+    """Create the (unlogged) staging table; a role that may not is told its grant."""
     query = _staged(st.layout, "stage_create", stage)
-    st.run(lambda c: c.execute(query))
+    try:
+        st.run(lambda c: c.execute(query))
+    except PermissionDenied as exc:
+        role = exc.role or "ROLE"
+        raise PermissionDenied(exc.refused, exc.role, "a staged write makes its staging table "
+                               "in the schema shardq: its owner grants that with `shardq "
+                               f"migrate --grants {role} --spark`") from exc
 
 
 def drop_stage(st: Statements, stage: str) -> None:

@@ -12,7 +12,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from shardq.client import Client
-from shardq.core.errors import DatabaseError, InvalidTask, ShardqError, UnknownQueue
+from shardq.core.errors import (
+    DatabaseError,
+    InvalidTask,
+    PermissionDenied,
+    ShardqError,
+    UnknownQueue,
+)
 from shardq.web import api, pages
 from shardq.web.auth import Guard
 from shardq.web.config import DashboardConfig
@@ -38,7 +44,7 @@ def create_app(client: Client, config: DashboardConfig | None = None, *,
         routes += [*api.ACTIONS, *pages.ACTIONS]
     app = Starlette(routes=routes, exception_handlers={
         HTTPException: _http_error, UnknownQueue: _unknown, InvalidTask: _invalid,
-        DatabaseError: _unavailable, ShardqError: _invalid})
+        PermissionDenied: _refused, DatabaseError: _unavailable, ShardqError: _invalid})
     app.state.shardq = Context(client.statements, guard, config.hide_payloads,
                                config.refresh_ms)
     app.add_middleware(ServerTiming)
@@ -89,6 +95,13 @@ async def _invalid(request: Request, exc: Any) -> Response:
 
 async def _unknown(request: Request, exc: Any) -> Response:
     return _error(request, 404, str(exc))
+
+
+async def _refused(request: Request, exc: Any) -> Response:
+    role = exc.role or "of the dashboard"
+    return _error(request, 403, f"{exc.refused} (role {role}): the dashboard's role may not "
+                  "do this; serve it --read-only, or with a role granted "
+                  f"`shardq migrate --grants {exc.role or 'ROLE'}`")
 
 
 async def _unavailable(request: Request, exc: Any) -> Response:
