@@ -44,7 +44,7 @@ def pytest_configure(config: pytest.Config) -> None:
 # one JVM, and the longest groups are handed out first so that no worker starts one as the
 # others finish.  The benchmark studies' quick runs are separate processes that share
 # nothing: each is handed out alone.
-SPARK_MODULES = ("test_spark", "test_spark_read", "test_spark_stream")
+SPARK_MODULES = ("test_spark", "test_spark_read", "test_spark_stream", "test_spark_tls")
 FIRST = ("spark", "chaos/test_chaos", "test_periodic_daemons", "test_plans")
 UNGROUPED = ("test_bench_studies",)
 

@@ -33,6 +33,8 @@ from tests.daemons import Daemon
 from tests.helpers import claim_all, one_line_error, scalar, shardq_cli, wait_for, with_user
 from tests.web import TOKEN, call, serving
 
+pytestmark = pytest.mark.server
+
 KINDS = ("owner", "worker", "dashboard", "nobody")
 BEFORE_LATER_TABLES = "0023"  # shardq.workers and shardq.attempts come with 0024
 MAINTAIN_SINCE = 170000
