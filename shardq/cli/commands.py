@@ -60,6 +60,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def cmd_janitor(args: argparse.Namespace) -> int:
     """Run the janitor: one pass with --once, else until interrupted."""
+    from shardq.core.pooler import session_refusal
     from shardq.loops.vacuum import Vacuumer
 
     with _client(args) as client:
@@ -68,6 +69,9 @@ def cmd_janitor(args: argparse.Namespace) -> int:
             return 0
         janitor = client.janitor()
         vacuumer = Vacuumer(client)
+        refusal = client.db.transaction_pooled and session_refusal(False, vacuumer.applies)
+        if refusal:
+            raise ConfigError(refusal)
         janitor.start()
         if vacuumer.applies:
             vacuumer.start()

@@ -48,7 +48,12 @@ from shardq.core.plan import (
     alone,
     own_block,
 )
-from shardq.core.pooler import behind_pooler_async, stopped_preparing, threshold
+from shardq.core.pooler import (
+    behind_pooler_async,
+    pools_transactions,
+    stopped_preparing,
+    threshold,
+)
 
 T = TypeVar("T")
 AConn = psycopg.AsyncConnection[Any]
@@ -111,6 +116,7 @@ class AsyncDatabase:
         self.max_size = max_size
         self.prepare = prepare
         self.pooled = False  # a pooler is in front (see shardq.core.pooler), read by open()
+        self.transaction_pooled = False  # and it pools transactions (see Database)
         self.prepare_threshold: int | None = None
         self._turns = asyncio.Semaphore(max_size)
         self._layout: Layout | None = None
@@ -145,6 +151,9 @@ class AsyncDatabase:
                                and await behind_pooler_async(conn))
         except psycopg.Error as exc:
             raise first_contact_error(exc, self.dsn) from exc
+        if self.pooled:  # two connections of its own, in a thread: once per client
+            self.transaction_pooled = await asyncio.to_thread(
+                pools_transactions, self.dsn, self.connect_timeout_s)
         self.prepare_threshold = threshold(self.prepare, self.pooled)
         self.pool = AsyncConnectionPool(
             self.dsn, max_size=self.max_size, configure=in_utc, name="shardq-async",

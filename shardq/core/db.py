@@ -50,7 +50,12 @@ from shardq.core.plan import (
     alone,
     own_block,
 )
-from shardq.core.pooler import behind_pooler, stopped_preparing, threshold
+from shardq.core.pooler import (
+    behind_pooler,
+    pools_transactions,
+    stopped_preparing,
+    threshold,
+)
 
 T = TypeVar("T")
 Conn = psycopg.Connection[Any]
@@ -128,6 +133,10 @@ class Database:
         # at once with the server's own words, not after a pool's wait.
         self.pooled = False  # a pooler is in front (see shardq.core.pooler)
         self.layout = self._first_contact(connect_kwargs(connect_timeout_s))
+        # A pooler that hands one client's transactions to different server sessions,
+        # through which LISTEN cannot work.
+        self.transaction_pooled = self.pooled and pools_transactions(self.dsn,
+                                                                     connect_timeout_s)
         self.prepare_threshold = threshold(prepare, self.pooled)
         self.pool: ConnectionPool[Conn] = ConnectionPool(
             self.dsn, max_size=max_size, configure=in_utc, name="shardq",

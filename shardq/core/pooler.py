@@ -69,6 +69,22 @@ def stopped_preparing(cause: BaseException) -> None:
                 "`shardq doctor`", str(cause).strip().splitlines()[0])
 
 
+def session_refusal(listen: bool, vacuum: bool) -> str | None:
+    """Why a worker or janitor that would ``listen`` (LISTEN for enqueues) or ``vacuum``
+    (the vacuum step, under a session advisory lock) cannot run through a transaction
+    pooler, in one line; None when it would do neither."""
+    needs = [(what, flag) for on, what, flag in (
+        (listen, "LISTEN", "listen"), (vacuum, "the vacuum step's session lock", "vacuum"))
+        if on]
+    if not needs:
+        return None
+    flags = " ".join(f"--no-{flag}" for _, flag in needs)
+    variables = ", ".join(f"SHARDQ_{flag.upper()}=0" for _, flag in needs)
+    return (f"{' and '.join(what for what, _ in needs)} cannot work through a transaction "
+            f"pooler (one server session each, which it does not keep): run with {flags} "
+            f"({variables}), or point this at the server or a session pool")
+
+
 def _pid(conn: psycopg.Connection[Any]) -> int:
     return server_pid(conn.execute(sqlfiles.plain("backend_pid")).fetchall())
 
