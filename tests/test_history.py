@@ -11,6 +11,8 @@ from shardq.core.errors import InvalidTask
 from shardq.ops import history
 from tests.helpers import claim_all, query
 
+pytestmark = pytest.mark.behaviour
+
 
 def fresh(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"

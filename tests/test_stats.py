@@ -19,6 +19,8 @@ from shardq.worker.observe import StatsSampler
 from tests.conftest import Databases
 from tests.helpers import claim_all, query, shardq_cli, within_stated_error
 
+pytestmark = pytest.mark.behaviour
+
 
 def fresh(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
