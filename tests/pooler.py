@@ -46,6 +46,14 @@ def binary() -> str:
     return BINARY if Path(BINARY).exists() else str(shutil.which("pgbouncer"))
 
 
+def through(direct: str, port: int) -> str:
+    """``direct`` (a URL of the server) as reached through a PgBouncer on ``port``."""
+    parts = urlsplit(direct)
+    auth = parts.netloc.rpartition("@")[0]
+    netloc = f"{auth}@127.0.0.1:{port}" if auth else f"127.0.0.1:{port}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
 def config(server_url: str, mode: str, port: int, workdir: Path, **settings: object) -> str:
     """``pgbouncer.ini`` for a pooler on ``port`` in ``mode`` in front of ``server_url``'s
     server; ``settings`` add to or replace its [pgbouncer] section."""
@@ -81,10 +89,7 @@ class PgBouncer:
 
     def url(self, direct: str) -> str:
         """``direct`` (a URL of the server) as reached through this PgBouncer."""
-        parts = urlsplit(direct)
-        auth = parts.netloc.rpartition("@")[0]
-        netloc = f"{auth}@127.0.0.1:{self.port}" if auth else f"127.0.0.1:{self.port}"
-        return urlunsplit(parts._replace(netloc=netloc))
+        return through(direct, self.port)
 
     def admin(self, command: str) -> list[tuple[object, ...]]:
         """The rows of an admin console command (``SHOW POOLS``, ``RECONNECT``, ...)."""

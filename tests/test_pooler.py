@@ -12,12 +12,15 @@ drains a queue and stops promptly through it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import psycopg
 import pytest
@@ -30,7 +33,7 @@ from tests import pooler
 from tests.apps import quick
 from tests.conftest import Databases
 from tests.daemons import Daemon
-from tests.helpers import one_line_error, query, shardq_cli, wait_for
+from tests.helpers import free_port, one_line_error, query, shardq_cli, wait_for
 from tests.pooler import PgBouncer, pgbouncer
 from tests.tcp_postgres import tcp_server
 
@@ -256,3 +259,45 @@ def test_doctor_blames_permissions_only_when_the_server_refused_one(
     lost = doctor.failed("limits", clash.value)
     assert "pg_monitor" not in lost.advice
     assert "SHARDQ_PREPARE=0" in lost.advice
+
+
+# -- the page ----------------------------------------------------------------------------------
+
+
+def test_the_pgbouncer_page_runs_as_written(server: Databases, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/how-to/pgbouncer.md, every command of it (those marked ``pgbouncer``, which
+    tests/test_docs.py leaves out), with its addresses pointed at this test's server, a
+    fresh database and a free port for its PgBouncer."""
+    from tests.test_docs import PAGES, run_page
+
+    direct = server.create(migrated=False)
+    port = free_port()
+    parts = urlsplit(server.server_url)
+    user, password = unquote(parts.username or pooler.USER), unquote(parts.password or "")
+    swaps = {
+        "postgresql://app@127.0.0.1:5432/app": direct,
+        "postgresql://app@127.0.0.1:6432/app": pooler.through(direct, port),
+        "host=127.0.0.1 port=5432": f"host={parts.hostname} port={parts.port or 5432}",
+        "listen_port = 6432": f"listen_port = {port}",
+        "admin_users = app": f"admin_users = {user}",
+        '"app" ""': f'"{user}" "{password}"',
+    }
+    page = PAGES["how-to/pgbouncer.md"]
+    text = "".join(block.text for block in page)
+    assert [old for old in swaps if old not in text] == []
+    if os.geteuid() == 0:  # as the page says: root starts PgBouncer with -u
+        swaps["pgbouncer pgbouncer.ini"] = f"pgbouncer -u {pooler.USER} pgbouncer.ini"
+
+    def swapped(text: str) -> str:
+        for old, new in swaps.items():
+            text = text.replace(old, new)
+        return text
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    counts = run_page([dataclasses.replace(b, text=swapped(b.text)) for b in page], tmp_path,
+                      pooler=True)
+    assert counts["shell"] == len([b for b in page if b.verb == "run"])
+    for name in ("tasks", "ask"):
+        sys.modules.pop(name, None)

@@ -194,9 +194,11 @@ def _schedule_named(name: str, names: list[str]) -> str | None:
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Check a live database and print advice; 1 when something needs attention."""
     from shardq.cli import doctor  # the driver and the checks: for this command only
+    from shardq.cli.finding import CHECKS
 
     with _client(args) as client:
-        findings = doctor.examine(client, from_arguments(WorkerConfig, args))
+        findings = doctor.examine(client, from_arguments(WorkerConfig, args),
+                                  args.check or CHECKS)
     for finding in findings:
         print(f"{'ok' if finding.ok else 'WARN':<4}  {finding.check}: {finding.seen}")
         if finding.advice:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import functools
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import psycopg
 
-from shardq.cli.finding import Finding
+from shardq.cli.finding import CHECKS, Finding
 from shardq.cli.pooler import Pooler, connect, look, pooled_connections, pooler_check
 from shardq.client import Client
 from shardq.core import sqlfiles
@@ -212,17 +212,21 @@ def saturation(client: Client, samples: int = SATURATION_SAMPLES,
                    "(shardq_limit_wait_seconds)")
 
 
-def examine(client: Client, worker: WorkerConfig) -> list[Finding]:
-    """Every check, in order; a check that fails to run is a finding of its own."""
+def examine(client: Client, worker: WorkerConfig,
+            only: Collection[str] = CHECKS) -> list[Finding]:
+    """Every check (of ``only``), in order; a check that fails to run is a finding of
+    its own."""
     db = client.db
     pooler: Pooler | None = None
-    pooler_finding = Finding("pooler", True, "none: connections reach the server directly")
-    if db.pooled:
+    findings = []
+    if db.pooled and {"pooler", "pool size"} & set(only):
         try:
             pooler = look(db.dsn, db.transaction_pooled, client.config.connect_timeout_s)
-            pooler_finding = pooler_check(client, pooler)
+            findings.append(pooler_check(client, pooler))
         except psycopg.Error as exc:
-            pooler_finding = failed("pooler", exc)
+            findings.append(failed("pooler", exc))
+    elif "pooler" in only:
+        findings.append(pooler_check(client, None))
     checks: list[tuple[str, Callable[[Conn], Finding]]] = [
         ("server version", server_version),
         ("autovacuum", autovacuum),
@@ -230,19 +234,22 @@ def examine(client: Client, worker: WorkerConfig) -> list[Finding]:
         ("janitor vacuum", maintenance),
         ("pool size", lambda conn: connections(conn, client, worker, pooler)),
     ]
-    findings = [pooler_finding]
     with connect(db.dsn, client.config.connect_timeout_s) as conn:
         cockroach = not client.dialect.notify and "CockroachDB" in str(
             _one(conn, "server_version")[0])
         for name, check in checks:
+            if name not in only:
+                continue
             if cockroach and name != "server version":
                 # No vacuum (gc.ttlseconds collects MVCC garbage) and no max_connections.
                 findings.append(Finding(name, True, "not applicable to CockroachDB"))
                 continue
             findings.append(_guarded(name, functools.partial(check, conn)))
-    findings.append(_guarded("LISTEN/NOTIFY", lambda: listen(client, worker)))
-    findings.append(_guarded("limits", lambda: saturation(client)))
-    return findings
+    if "LISTEN/NOTIFY" in only:
+        findings.append(_guarded("LISTEN/NOTIFY", lambda: listen(client, worker)))
+    if "limits" in only:
+        findings.append(_guarded("limits", lambda: saturation(client)))
+    return [f for f in findings if f.check in only]
 
 
 def _guarded(name: str, check: Callable[[], Finding]) -> Finding:
