@@ -33,7 +33,7 @@ from tests.helpers import free_port
 BINARY = "/usr/sbin/pgbouncer"
 MODES = ("transaction", "session")
 READY_TIMEOUT_S = 15.0
-USER = "postgres"  # who PgBouncer runs as, when started by root
+USER = "postgres"  # who PgBouncer runs as when started by root (or nobody, without one)
 
 
 def available() -> bool:
@@ -66,6 +66,9 @@ def config(server_url: str, mode: str, port: int, workdir: Path, **settings: obj
         "auth_file": workdir / "userlist.txt",
         "pool_mode": mode,
         "default_pool_size": 20,
+        # The tests make many databases, each with a pool of its own: idle server
+        # connections are closed soon, so that they never fill the server's slots.
+        "server_idle_timeout": 10,
         "max_client_conn": 1000,
         "pidfile": workdir / "pgbouncer.pid",
         "logfile": workdir / "pgbouncer.log",
@@ -119,10 +122,13 @@ def pgbouncer(server_url: str, mode: str = "transaction", **settings: object
     (workdir / "pgbouncer.ini").write_text(config(server_url, mode, port, workdir, **settings))
     command = [binary(), str(workdir / "pgbouncer.ini")]
     if os.geteuid() == 0:  # PgBouncer will not run as root
-        account = pwd.getpwnam(USER)
+        try:
+            account = pwd.getpwnam(USER)
+        except KeyError:
+            account = pwd.getpwnam("nobody")
         for path in [workdir, *workdir.iterdir()]:
             os.chown(path, account.pw_uid, account.pw_gid)
-        command[1:1] = ["-u", USER]
+        command[1:1] = ["-u", account.pw_name]
     with (workdir / "stderr.log").open("wb") as stderr:  # what it says before its log opens
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
     bouncer = PgBouncer(server_url, port, workdir)
