@@ -16,7 +16,8 @@ from typing import Any
 
 import psycopg
 
-from shardq.cli.finding import CHECKS, Finding
+from shardq.cli.finding import CHECKS as CHECKS  # re-exported: doctor.CHECKS
+from shardq.cli.finding import Finding as Finding  # re-exported: doctor.Finding
 from shardq.cli.pooler import Pooler, connect, look, pooled_connections, pooler_check
 from shardq.client import Client
 from shardq.core import sqlfiles
