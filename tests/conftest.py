@@ -4,6 +4,12 @@
   drops its own databases there; the role needs CREATEDB);
 - else a PostgreSQL container, when testcontainers and a Docker engine answer;
 - else the embedded PostgreSQL wheel, in a temporary directory.
+
+``SHARDQ_TEST_POOLER=transaction`` (or ``session``) puts a PgBouncer in that mode in
+front of the server (tests/pooler.py; the server on TCP: the embedded one is started so
+without ``SHARDQ_TEST_DSN``): the databases are created and migrated directly, and the
+tests reach them through PgBouncer.  ``pytest -m behaviour`` selects the API's
+behavioural tests, which must all pass so.
 """
 
 from __future__ import annotations
@@ -14,9 +20,11 @@ import subprocess
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
@@ -26,8 +34,11 @@ import shardq
 from shardq.core import migrate
 from tests.clients import open_client
 from tests.helpers import with_dbname
+from tests.pooler import MODES, PgBouncer, pgbouncer
 
 ROOT = Path(__file__).resolve().parent.parent
+POOLER = os.environ.get("SHARDQ_TEST_POOLER") or None
+"""The PgBouncer mode the tests reach their databases through (None: directly)."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -37,6 +48,12 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "both_clients: the `client` fixture is the Client, then the AsyncClient")
     config.addinivalue_line(
         "markers", "blocking_client: in a both_clients module, the Client only")
+    if POOLER is not None and POOLER not in MODES:
+        raise pytest.UsageError(f"SHARDQ_TEST_POOLER={POOLER!r}: use one of {', '.join(MODES)}")
+    if POOLER == "transaction":
+        # The settings docs/how-to/pgbouncer.md gives workers and janitors (a worker
+        # refuses to start without them), for those the tests start, in-process or not.
+        os.environ.update(SHARDQ_LISTEN="0", SHARDQ_VACUUM="0")
 
 
 # How xdist (``--dist loadgroup``) shares the suite out: a module's tests stay on one worker
@@ -80,6 +97,12 @@ def _docker_answers() -> bool:
 def server_url() -> Iterator[str]:
     """An admin URL of the PostgreSQL server the suite runs on."""
     configured = os.environ.get("SHARDQ_TEST_DSN")
+    if POOLER is not None:  # PgBouncer reaches its server on TCP
+        from tests.tcp_postgres import tcp_server
+
+        with tcp_server() as url:
+            yield url
+        return
     if configured:
         yield configured
         return
@@ -98,17 +121,20 @@ def server_url() -> Iterator[str]:
 
 
 class Databases:
-    """Creates fresh databases on the test server and drops them at the end."""
+    """Creates fresh databases on the test server and drops them at the end; with a
+    ``pooler``, their URLs reach them through it."""
 
-    def __init__(self, server_url: str) -> None:
+    def __init__(self, server_url: str, pooler: PgBouncer | None = None) -> None:
         self.server_url = server_url
+        self.pooler = pooler
         self.created: list[str] = []
 
     def _admin(self) -> psycopg.Connection[tuple[object, ...]]:
         return psycopg.connect(self.server_url, autocommit=True)
 
     def create(self, *, migrated: bool = True, bucket_count: int | None = None) -> str:
-        """A new database's URL, with the schema at head unless ``migrated`` is False."""
+        """A new database's URL (through the pooler, if any), with the schema at head
+        unless ``migrated`` is False (migrated directly)."""
         name = f"shardq_test_{uuid.uuid4().hex[:12]}"
         with self._admin() as conn:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
@@ -117,7 +143,12 @@ class Databases:
         if migrated:
             with open(os.devnull, "w") as sink:
                 migrate.upgrade(url, bucket_count=bucket_count, output=sink)
-        return url
+        return url if self.pooler is None else self.pooler.url(url)
+
+    def direct(self, url: str) -> str:
+        """``url`` (one :meth:`create` made) reaching its database directly, not through
+        the pooler: for DDL and for looking at rows."""
+        return with_dbname(self.server_url, urlsplit(url).path.lstrip("/"))
 
     def drop_all(self) -> None:
         with self._admin() as conn:
@@ -129,11 +160,14 @@ class Databases:
 @pytest.fixture(scope="session")
 def databases(server_url: str) -> Iterator[Databases]:
     """Factory of fresh test databases (dropped at the end on a server of the user's; an
-    embedded server is deleted whole, which is quicker than dropping hundreds)."""
-    dbs = Databases(server_url)
-    yield dbs
-    if os.environ.get("SHARDQ_TEST_DSN"):
-        dbs.drop_all()
+    embedded server is deleted whole, which is quicker than dropping hundreds), reached
+    through a PgBouncer with ``SHARDQ_TEST_POOLER``."""
+    with ExitStack() as stack:
+        pooler = None if POOLER is None else stack.enter_context(pgbouncer(server_url, POOLER))
+        dbs = Databases(server_url, pooler)
+        yield dbs
+        if os.environ.get("SHARDQ_TEST_DSN"):
+            dbs.drop_all()
 
 
 @pytest.fixture(scope="session")
@@ -159,11 +193,11 @@ def client_kind(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def client(dsn: str, client_kind: str) -> Iterator[shardq.Client]:
+def client(dsn: str, client_kind: str, databases: Databases) -> Iterator[shardq.Client]:
     """A Client on the shared database, its tasks, attempts and workers emptied before the
     test (in a module marked
     ``both_clients``, each client in turn)."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    with psycopg.connect(databases.direct(dsn), autocommit=True) as conn:
         conn.execute("TRUNCATE shardq.tasks, shardq.attempts, shardq.workers")
     with open_client(client_kind, dsn) as c:
         yield c
@@ -199,9 +233,10 @@ def timed(clocked: Callable[..., shardq.Client], request: pytest.FixtureRequest)
 
 
 @pytest.fixture
-def connect(dsn: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
-    """A plain autocommit connection to the shared database, for inspecting rows."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
+def connect(dsn: str, databases: Databases) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    """A plain autocommit connection to the shared database, for inspecting rows (directly,
+    never through a pooler)."""
+    with psycopg.connect(databases.direct(dsn), autocommit=True) as conn:
         yield conn
 
 

@@ -17,7 +17,7 @@ from shardq.core.task import TaskId
 from shardq.ops.claims import RETURNED
 from tests.helpers import bucket_of, claim_all
 
-pytestmark = [pytest.mark.server, pytest.mark.both_clients]
+pytestmark = [pytest.mark.server, pytest.mark.both_clients, pytest.mark.behaviour]
 
 
 def row(conn: psycopg.Connection[Any], task_id: object) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from tests.helpers import claim_all, scalar, shardq_cli, wait_for
 from tests.plans import explain
 from tests.web import TOKEN, call, serving
 
-pytestmark = [pytest.mark.server,
+pytestmark = [pytest.mark.server, pytest.mark.behaviour,
               pytest.mark.client_settings(backoff_base_s=1, backoff_cap_s=10, backoff_jitter=0)]
 
 LEASE_ERROR = ("lease expired: the worker holding it died, stalled or overran its lease; "
@@ -190,6 +190,7 @@ def test_workers_are_listed_with_what_they_hold_and_forgotten_when_stale(
 def test_a_worker_registers_refreshes_and_leaves(dsn: str, client: Client) -> None:
     """An in-process worker: its row is there while it runs, moved by its heartbeat, and
     gone once it stopped; the tasks it claimed carry its id."""
+    from shardq.core.config import load
     from shardq.worker.config import WorkerConfig
     from shardq.worker.daemon import Worker
 
@@ -203,8 +204,9 @@ def test_a_worker_registers_refreshes_and_leaves(dsn: str, client: Client) -> No
         assert info.worker_id is not None
         seen.append(info.worker_id)
 
+    # Its settings as a daemon's, SHARDQ_* variables included (--no-listen behind PgBouncer).
     worker = Worker(app, shardq.ClientConfig(dsn=dsn, worker_stale_s=1),
-                    WorkerConfig(worker_name="in-process", janitors=0))
+                    load(WorkerConfig, {"worker_name": "in-process", "janitors": 0}))
     worker.presence.every_s = 0.05
     worker.start()
     try:

@@ -157,9 +157,12 @@ PAGE_SAMPLE = ("stats_pages",)
 # the embedded server's set-up and the grants of `shardq migrate --grants`: PostgreSQL
 # only, taken as they are (shardq.core.sqlfiles.plain), never composed for CockroachDB.
 PLAIN_POSTGRESQL = ("doctor_version", "doctor_autovacuum", "doctor_oldest_snapshot",
-                    "doctor_connections", "backend_pid", "listen", "unlisten", "notify_probe",
-                    "database_exists", "database_create", "schema_access", "grants_owner",
-                    "grants_read", "grants_write", "grants_maintain", "grants_spark")
+                    "doctor_connections", "doctor_prepared", "backend_pid", "listen", "unlisten",
+                    "notify_probe", "database_exists", "database_create", "schema_access",
+                    "grants_owner", "grants_read", "grants_write", "grants_maintain",
+                    "grants_spark")
+# PgBouncer's admin console (shardq doctor, through a pooler): its commands, not SQL.
+PGBOUNCER_CONSOLE = ("pgbouncer_databases", "pgbouncer_version")
 COMPOSED = CRDB_QUERIES + FRAGMENTS + POSTGRESQL_ONLY
 CLAIM_LIMIT = 25
 
@@ -450,7 +453,7 @@ def test_every_sql_file_is_classified() -> None:
     names = {p.stem for p in SQL_DIR.glob("*.sql")}
     names |= {p.stem for p in (SQL_DIR / "cockroachdb").glob("*.sql")}
     assert names == set(CRDB_QUERIES + FRAGMENTS + POSTGRESQL_ONLY + NOT_QUERIES + VACUUM_STEP
-                        + PLAIN_POSTGRESQL + PAGE_SAMPLE)
+                        + PLAIN_POSTGRESQL + PAGE_SAMPLE + PGBOUNCER_CONSOLE)
 
 
 @pytest.mark.parametrize("name", COMPOSED)

@@ -16,7 +16,7 @@ from tests.conftest import Databases
 from tests.daemons import Daemon
 from tests.helpers import claim_all, query, scalar, shardq_cli, wait_for
 
-pytestmark = [pytest.mark.server, pytest.mark.both_clients]
+pytestmark = [pytest.mark.server, pytest.mark.both_clients, pytest.mark.behaviour]
 
 ROOT = Path(__file__).resolve().parent.parent
 QUIET_S = 1.5  # how long a paused queue is watched for a claim (the daemons poll every 0.2 s)

@@ -23,6 +23,8 @@ from shardq.web.auth import COOKIE, Guard
 from tests.helpers import bucket_of, claim_all, free_port, wait_for
 from tests.web import TOKEN, call, serving
 
+pytestmark = pytest.mark.behaviour
+
 
 def fresh(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"

@@ -15,7 +15,7 @@ import shardq
 from shardq import Client, ManualClock
 from tests.helpers import claim_all
 
-pytestmark = [pytest.mark.server, pytest.mark.both_clients]
+pytestmark = [pytest.mark.server, pytest.mark.both_clients, pytest.mark.behaviour]
 
 
 def bury(client: Client, queue: str, n: int, error: str = "boom",

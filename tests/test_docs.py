@@ -13,9 +13,12 @@ before a block says what to do with it:
 - ``<!-- run -->``: a shell block run with bash, which must exit 0 (``run: exit=N``:
   must exit N);
 - ``<!-- run: background -->``: a one-command shell block started and left running
-  until the page's last block has run, then stopped with SIGTERM, after which it must
-  exit 0 (``ready=URL``: wait until URL answers before going on; ``ready=TEXT``: until
-  its output holds TEXT).
+  until the page's last block has run, then stopped with SIGTERM (``stop=INT``: SIGINT),
+  after which it must exit 0 (``ready=URL``: wait until URL answers before going on;
+  ``ready=TEXT``: until its output holds TEXT);
+- ``pgbouncer`` among a run marker's options: the block needs a PgBouncer, and is run by
+  tests/test_pooler.py, which starts one and points the page's addresses at it (here
+  it is left out).
 """
 
 from __future__ import annotations
@@ -111,11 +114,14 @@ OWN_SERVER = {"how-to/security.md": "tests/test_security_docs.py (TLS and roles)
 
 @dataclass
 class Run:
-    """A page's run: its namespace, working directory and background commands."""
+    """A page's run: its namespace, working directory and background commands (``pooler``:
+    the blocks marked ``pgbouncer`` run too)."""
 
     workdir: Path
+    pooler: bool = False
     namespace: dict[str, object] = field(default_factory=lambda: {"__name__": "__docs__"})
-    background: list[tuple[Block, subprocess.Popen[bytes], Path]] = field(default_factory=list)
+    background: list[tuple[Block, subprocess.Popen[bytes], Path, signal.Signals]] = field(
+        default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: {"python": 0, "shell": 0,
                                                             "skipped": 0, "not marked": 0})
 
@@ -152,8 +158,11 @@ class Run:
         for part in shlex.split(block.arg):
             name, _, value = part.partition("=")
             options[name] = value
+        if "pgbouncer" in options and not self.pooler:
+            self.counts["not marked"] += 1
+            return
         if "background" in options:
-            self.start(block, options.get("ready"))
+            self.start(block, options.get("ready"), options.get("stop", "TERM"))
             return
         expected = int(options.get("exit", "0"))
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", block.text], cwd=self.workdir,
@@ -164,7 +173,7 @@ class Run:
                                  f"{expected}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}")
         self.counts["shell"] += 1
 
-    def start(self, block: Block, ready: str | None) -> None:
+    def start(self, block: Block, ready: str | None, stop: str) -> None:
         command = [line for line in block.text.splitlines() if line.strip()]
         if len(command) != 1:
             raise ValueError(f"{block.where}: a background block is one command")
@@ -172,17 +181,17 @@ class Run:
         with log.open("wb") as out:
             process = subprocess.Popen(["bash", "-c", "exec " + command[0]], cwd=self.workdir,
                                        env=environment(), stdout=out, stderr=subprocess.STDOUT)
-        self.background.append((block, process, log))
+        self.background.append((block, process, log, signal.Signals[f"SIG{stop}"]))
         if ready:
             wait_ready(block, process, log, ready)
         self.counts["shell"] += 1
 
     def stop(self) -> None:
-        """SIGTERM each background command; each must then exit 0."""
+        """Stop each background command (SIGTERM, or its ``stop=``); each must then exit 0."""
         failures = []
-        for block, process, log in reversed(self.background):
+        for block, process, log, stop in reversed(self.background):
             if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
+                process.send_signal(stop)
             try:
                 status = process.wait(STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
@@ -229,9 +238,10 @@ def answers(url: str) -> bool:
         return False
 
 
-def run_page(code: list[Block], workdir: Path) -> dict[str, int]:
-    """Run one page's blocks in order; returns what was run and skipped."""
-    run = Run(workdir)
+def run_page(code: list[Block], workdir: Path, *, pooler: bool = False) -> dict[str, int]:
+    """Run one page's blocks in order (``pooler``: those marked ``pgbouncer`` too); returns
+    what was run and skipped."""
+    run = Run(workdir, pooler)
     try:
         for block in code:
             run.block(block)

@@ -16,7 +16,7 @@ from tests.conftest import Databases
 
 pytestmark = pytest.mark.server
 
-CHECKS = ["server version", "autovacuum", "index bloat", "janitor vacuum", "pool size",
+CHECKS = ["pooler", "server version", "autovacuum", "index bloat", "janitor vacuum", "pool size",
           "LISTEN/NOTIFY", "limits"]
 
 
@@ -28,8 +28,8 @@ def findings(url: str, worker: WorkerConfig | None = None) -> dict[str, doctor.F
 def test_a_fresh_schema_passes_what_it_controls(databases: Databases) -> None:
     seen = findings(databases.create())
     assert list(seen) == CHECKS
-    for name in ("server version", "index bloat", "janitor vacuum", "pool size", "LISTEN/NOTIFY",
-                 "limits"):
+    for name in ("pooler", "server version", "index bloat", "janitor vacuum", "pool size",
+                 "LISTEN/NOTIFY", "limits"):
         assert seen[name].ok, seen[name]
         assert seen[name].advice == ""
     assert seen["server version"].seen.startswith("PostgreSQL ")

@@ -18,7 +18,7 @@ from shardq.core.arguments import Arguments
 from tests.conftest import Databases
 from tests.helpers import claim_all, query, scalar, shardq_cli
 
-pytestmark = pytest.mark.both_clients
+pytestmark = [pytest.mark.both_clients, pytest.mark.behaviour]
 
 QUEUE = "edges-calls"
 TASK = "tests.test_edges_api.send_email"

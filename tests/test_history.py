@@ -11,7 +11,7 @@ from shardq.core.errors import InvalidTask
 from shardq.ops import history
 from tests.helpers import claim_all, query
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.behaviour]
 
 
 def fresh(prefix: str) -> str:

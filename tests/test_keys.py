@@ -13,7 +13,7 @@ import shardq
 from shardq import Client, ManualClock
 from tests.helpers import claim_all, in_threads
 
-pytestmark = [pytest.mark.server, pytest.mark.both_clients,
+pytestmark = [pytest.mark.server, pytest.mark.both_clients, pytest.mark.behaviour,
               pytest.mark.client_settings(backoff_base_s=1, backoff_jitter=0)]
 
 

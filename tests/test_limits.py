@@ -17,7 +17,7 @@ from shardq.core import validate
 from shardq.text import limits
 from tests.clients import Blocking
 
-pytestmark = [pytest.mark.server, pytest.mark.both_clients]
+pytestmark = [pytest.mark.server, pytest.mark.both_clients, pytest.mark.behaviour]
 
 Q = "limited"
 

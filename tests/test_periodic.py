@@ -21,7 +21,7 @@ from shardq.loops.periodic import PeriodicLoop, Schedule
 from shardq.maths.cadence import Cadence, Missed
 from tests.helpers import one_line_error, shardq_cli
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.behaviour]
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 

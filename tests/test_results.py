@@ -24,9 +24,10 @@ from shardq.ops.results import CHANNEL, Kept, encode
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
 from tests.clients import open_client
+from tests.conftest import Databases
 from tests.helpers import claim_all, expire_leases
 
-pytestmark = [pytest.mark.server, pytest.mark.both_clients]
+pytestmark = [pytest.mark.server, pytest.mark.both_clients, pytest.mark.behaviour]
 
 # Handlers live at the module's top level: a suspect task's handler is imported by the
 # process it runs alone in.
@@ -352,9 +353,12 @@ def soon(call: Callable[[], object]) -> Iterator[None]:
     thread.join(10)
 
 
-def test_a_wait_ends_when_the_ack_announces_the_result(client: shardq.Client, dsn: str) -> None:
+def test_a_wait_ends_when_the_ack_announces_the_result(client: shardq.Client, dsn: str,
+                                                        databases: Databases) -> None:
     task_id, task = one(client, "waits")
-    with psycopg.connect(dsn, autocommit=True) as listener:
+    # Straight to the server: through a transaction pooler a LISTEN is left on whichever
+    # server session ran it (the client itself then polls; see test_pooler.py).
+    with psycopg.connect(databases.direct(dsn), autocommit=True) as listener:
         listener.execute(f"LISTEN {CHANNEL}")
         with soon(lambda: ack_keeping(client, task, "done")):
             found = client.result(task_id, wait_s=60)

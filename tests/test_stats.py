@@ -19,7 +19,7 @@ from shardq.worker.observe import StatsSampler
 from tests.conftest import Databases
 from tests.helpers import claim_all, query, shardq_cli, within_stated_error
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.behaviour]
 
 
 def fresh(prefix: str) -> str:

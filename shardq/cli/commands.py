@@ -76,6 +76,7 @@ def _grants(dsn: str, args: argparse.Namespace, config: ClientConfig, *,
 
 def cmd_janitor(args: argparse.Namespace) -> int:
     """Run the janitor: one pass with --once, else until interrupted."""
+    from shardq.core.pooler import session_refusal
     from shardq.loops.vacuum import Vacuumer
 
     with _client(args) as client:
@@ -84,6 +85,9 @@ def cmd_janitor(args: argparse.Namespace) -> int:
             return 0
         janitor = client.janitor()
         vacuumer = Vacuumer(client)
+        refusal = client.db.transaction_pooled and session_refusal(False, vacuumer.applies)
+        if refusal:
+            raise ConfigError(refusal)
         janitor.start()
         if vacuumer.applies:
             vacuumer.start()
@@ -206,9 +210,11 @@ def _schedule_named(name: str, names: list[str]) -> str | None:
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Check a live database and print advice; 1 when something needs attention."""
     from shardq.cli import doctor  # the driver and the checks: for this command only
+    from shardq.cli.finding import CHECKS
 
     with _client(args) as client:
-        findings = doctor.examine(client, from_arguments(WorkerConfig, args))
+        findings = doctor.examine(client, from_arguments(WorkerConfig, args),
+                                  args.check or CHECKS)
     for finding in findings:
         print(f"{'ok' if finding.ok else 'WARN':<4}  {finding.check}: {finding.seen}")
         if finding.advice:

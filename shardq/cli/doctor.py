@@ -11,15 +11,18 @@ from __future__ import annotations
 import functools
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
 from typing import Any
 
 import psycopg
 
+from shardq.cli.finding import CHECKS as CHECKS  # re-exported: doctor.CHECKS
+from shardq.cli.finding import Finding as Finding  # re-exported: doctor.Finding
+from shardq.cli.pooler import Pooler, connect, look, pooled_connections, pooler_check
 from shardq.client import Client
 from shardq.core import sqlfiles
 from shardq.core.config import ClientConfig
+from shardq.core.errors import ShardqError, is_lost_statement
 from shardq.core.plan import plan
 from shardq.loops import vacuum
 from shardq.ops import control, flow, queuestats
@@ -34,7 +37,6 @@ DEAD_ROWS_BEHIND = 50_000
 OLD_XMIN_S = 600.0  # a snapshot this old holds back every vacuum of the database
 # A B-tree entry of shardq's indexes is at most about this many bytes (key, tuple
 # header, line pointer); pages are filled to 90% at most.
-PID_SAMPLES = 8
 NOTIFY_WAIT_S = 2.0
 CHANNEL = "shardq_doctor"
 # gen_random_uuid() without an extension (13), and TID range scans (14): the stats read
@@ -44,16 +46,6 @@ SUPPORTED_POSTGRESQL = 14
 # looks spread over ~1.2 s, while due tasks wait, is a limit that sets the pace.
 SATURATION_SAMPLES = 4
 SATURATION_GAP_S = 0.4
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One check's result: ``ok``, what was seen, and advice when not ok."""
-
-    check: str
-    ok: bool
-    seen: str
-    advice: str = ""
 
 
 Conn = psycopg.Connection[tuple[Any, ...]]
@@ -138,12 +130,16 @@ def maintenance(conn: Conn) -> Finding:
                    "shardq.tasks: the janitor's vacuum step can run")
 
 
-def connections(conn: Conn, client: Client, worker: WorkerConfig) -> Finding:
-    """A worker daemon's connections against the server's free ones."""
+def connections(conn: Conn, client: Client, worker: WorkerConfig,
+                pooler: Pooler | None = None) -> Finding:
+    """A worker daemon's connections against the server's free ones, or against the pool
+    of the pooler in front."""
     max_conn, reserved, used = _one(conn, "doctor_connections")
     per_process = max(client.config.pool_max_size, worker.connections) + int(worker.listen)
     daemon = per_process * worker.processes
     free = max_conn - reserved - used
+    if pooler is not None:
+        return pooled_connections(pooler, daemon, worker.processes, free)
     seen = (f"max_connections {max_conn} ({reserved} reserved), {used} in use; one "
             f"`shardq consume --processes {worker.processes}` opens up to {daemon}")
     if daemon > free:
@@ -154,14 +150,23 @@ def connections(conn: Conn, client: Client, worker: WorkerConfig) -> Finding:
     return Finding("pool size", True, seen + f"; {free // max(1, daemon)} such daemons fit")
 
 
-def listen(client: Client) -> Finding:
-    """Whether LISTEN works: one session all along, and a NOTIFY from another reaches it."""
+def listen(client: Client, worker: WorkerConfig) -> Finding:
+    """Whether LISTEN works: no transaction pooler in front, and a NOTIFY from another
+    connection reaches it."""
     if not client.dialect.notify:
         return Finding("LISTEN/NOTIFY", True, f"not used on {client.dialect.name} (polling)")
-    dsn = client.db.dsn
-    with psycopg.connect(dsn, autocommit=True) as listener, \
-            psycopg.connect(dsn, autocommit=True) as sender:
-        pids = {_one(listener, "backend_pid")[0] for _ in range(PID_SAMPLES)}
+    if client.db.transaction_pooled:
+        seen = ("a transaction pooler is in front: a LISTEN stays on whichever server "
+                "session ran it, and its notifications reach whoever runs there next")
+        if not worker.listen:
+            return Finding("LISTEN/NOTIFY", True, seen + "; workers poll (--no-listen)")
+        return Finding("LISTEN/NOTIFY", False, seen,
+                       "run workers with --no-listen --no-vacuum (SHARDQ_LISTEN=0, "
+                       "SHARDQ_VACUUM=0; they refuse to start without them) and clients with "
+                       "notify off (SHARDQ_NOTIFY=0), or point them at the server or a "
+                       "session pool")
+    dsn, timeout = client.db.dsn, client.config.connect_timeout_s
+    with connect(dsn, timeout) as listener, connect(dsn, timeout) as sender:
         listener.execute(sqlfiles.plain("listen", channel=CHANNEL))
         token = uuid.uuid4().hex
         began = time.monotonic()
@@ -170,10 +175,9 @@ def listen(client: Client) -> Finding:
                                                                   stop_after=1))
         took = time.monotonic() - began
         listener.execute(sqlfiles.plain("unlisten", channel=CHANNEL))
-    if len(pids) > 1 or not heard:
-        pooled = (f"one connection reached {len(pids)} server sessions" if len(pids) > 1
-                  else f"a NOTIFY did not arrive within {NOTIFY_WAIT_S:g} s")
-        return Finding("LISTEN/NOTIFY", False, pooled + " (a transaction pooler?)",
+    if not heard:
+        return Finding("LISTEN/NOTIFY", False,
+                       f"a NOTIFY did not arrive within {NOTIFY_WAIT_S:g} s",
                        "run workers with --no-listen (SHARDQ_LISTEN=0), or point them at the "
                        "server or a session-mode pool: LISTEN needs one session all along")
     return Finding("LISTEN/NOTIFY", True, f"a NOTIFY arrived in {took * 1000:.0f} ms")
@@ -212,34 +216,62 @@ def saturation(client: Client, samples: int = SATURATION_SAMPLES,
                    "(shardq_limit_wait_seconds)")
 
 
-def examine(client: Client, worker: WorkerConfig) -> list[Finding]:
-    """Every check, in order; a check that fails to run is a finding of its own."""
+def examine(client: Client, worker: WorkerConfig,
+            only: Collection[str] = CHECKS) -> list[Finding]:
+    """Every check (of ``only``), in order; a check that fails to run is a finding of
+    its own."""
+    db = client.db
+    pooler: Pooler | None = None
+    findings = []
+    if db.pooled and {"pooler", "pool size"} & set(only):
+        try:
+            pooler = look(db.dsn, db.transaction_pooled, client.config.connect_timeout_s)
+            findings.append(pooler_check(client, pooler))
+        except psycopg.Error as exc:
+            findings.append(failed("pooler", exc))
+    elif "pooler" in only:
+        findings.append(pooler_check(client, None))
     checks: list[tuple[str, Callable[[Conn], Finding]]] = [
         ("server version", server_version),
         ("autovacuum", autovacuum),
         ("index bloat", lambda conn: index_bloat(conn, client.config)),
         ("janitor vacuum", maintenance),
-        ("pool size", lambda conn: connections(conn, client, worker)),
+        ("pool size", lambda conn: connections(conn, client, worker, pooler)),
     ]
-    findings = []
-    with psycopg.connect(client.db.dsn, autocommit=True) as conn:
+    with connect(db.dsn, client.config.connect_timeout_s) as conn:
         cockroach = not client.dialect.notify and "CockroachDB" in str(
             _one(conn, "server_version")[0])
         for name, check in checks:
+            if name not in only:
+                continue
             if cockroach and name != "server version":
                 # No vacuum (gc.ttlseconds collects MVCC garbage) and no max_connections.
                 findings.append(Finding(name, True, "not applicable to CockroachDB"))
                 continue
             findings.append(_guarded(name, functools.partial(check, conn)))
-    findings.append(_guarded("LISTEN/NOTIFY", lambda: listen(client)))
-    findings.append(_guarded("limits", lambda: saturation(client)))
-    return findings
+    if "LISTEN/NOTIFY" in only:
+        findings.append(_guarded("LISTEN/NOTIFY", lambda: listen(client, worker)))
+    if "limits" in only:
+        findings.append(_guarded("limits", lambda: saturation(client)))
+    return [f for f in findings if f.check in only]
 
 
 def _guarded(name: str, check: Callable[[], Finding]) -> Finding:
     try:
         return check()
-    except psycopg.Error as exc:
-        return Finding(name, False, f"the check failed: {str(exc).strip()}",
-                       "run doctor as a role that may read pg_stat_activity and pg_stats "
-                       "(pg_monitor)")
+    except (psycopg.Error, ShardqError) as exc:
+        return failed(name, exc)
+
+
+def failed(name: str, exc: Exception) -> Finding:
+    """A check that could not run, with advice for what its error means (a permission
+    only when the server refused one)."""
+    seen = f"the check failed: {str(exc).strip().splitlines()[0]}"
+    cause = exc.__cause__ if isinstance(exc, ShardqError) and exc.__cause__ else exc
+    if isinstance(cause, psycopg.errors.InsufficientPrivilege):
+        return Finding(name, False, seen, "run doctor as a role that may read "
+                       "pg_stat_activity and pg_stats (pg_monitor)")
+    if is_lost_statement(cause):
+        return Finding(name, False, seen, "a pooler in front lost a prepared statement: set "
+                       "prepare off (SHARDQ_PREPARE=0)")
+    return Finding(name, False, seen, "fix what the error says and run doctor again")

@@ -28,6 +28,7 @@ from shardq.cli.commands import (
     cmd_sql,
     cmd_task,
 )
+from shardq.cli.finding import CHECKS as DOCTOR_CHECKS
 from shardq.core.config import DEFAULT_DEAD_LIST, ClientConfig, add_arguments
 from shardq.core.errors import ShardqError
 from shardq.core.validate import MAX_CLAIM
@@ -177,6 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("doctor", cmd_doctor, "check a live database: autovacuum, index bloat, "
                 "connections, LISTEN through a pooler, server version; print advice")
     add_arguments(p, WorkerConfig)  # the worker settings whose connections are counted
+    p.add_argument("--check", action="append", choices=DOCTOR_CHECKS, metavar="NAME",
+                   help="run this check only (repeatable): " + ", ".join(
+                       repr(c) for c in DOCTOR_CHECKS))
 
     p = command("demo", cmd_demo, "enqueue and consume no-op tasks, print throughput")
     p.add_argument("--tasks", type=count(1, MAX_DEMO_TASKS), default=20_000,

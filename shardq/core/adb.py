@@ -32,7 +32,7 @@ from shardq.core.boundary import (
     unavailable,
 )
 from shardq.core.config import ClientConfig
-from shardq.core.errors import is_connection_loss
+from shardq.core.errors import is_connection_loss, is_lost_statement
 from shardq.core.listen import AsyncListener, Listeners
 from shardq.core.plan import (
     CopyIn,
@@ -48,6 +48,12 @@ from shardq.core.plan import (
     alone,
     own_block,
 )
+from shardq.core.pooler import (
+    behind_pooler_async,
+    pools_transactions,
+    stopped_preparing,
+    threshold,
+)
 
 T = TypeVar("T")
 AConn = psycopg.AsyncConnection[Any]
@@ -56,7 +62,7 @@ AConn = psycopg.AsyncConnection[Any]
 async def in_utc(conn: AConn) -> None:
     """Run a pooled connection's session in UTC (see :func:`shardq.core.db.in_utc`)."""
     if conn.info.parameter_status("TimeZone") != "UTC":
-        await conn.execute("SET TIME ZONE 'UTC'")
+        await conn.execute("SET TIME ZONE 'UTC'", prepare=False)
 
 
 async def drive(steps: Steps[T], conn: AConn, *, own: bool) -> T:
@@ -104,10 +110,14 @@ class AsyncDatabase:
     """
 
     def __init__(self, dsn: str, *, max_size: int, connect_timeout_s: float = 5.0,
-                 statement_timeout_s: float = 30.0) -> None:
+                 statement_timeout_s: float = 30.0, prepare: bool | None = None) -> None:
         self.dsn = normalize_dsn(dsn)
         self.connect_timeout_s, self.statement_timeout_s = connect_timeout_s, statement_timeout_s
         self.max_size = max_size
+        self.prepare = prepare
+        self.pooled = False  # a pooler is in front (see shardq.core.pooler), read by open()
+        self.transaction_pooled = False  # and it pools transactions (see Database)
+        self.prepare_threshold: int | None = None
         self._turns = asyncio.Semaphore(max_size)
         self._layout: Layout | None = None
         self.pool: AsyncConnectionPool[AConn] | None = None
@@ -117,7 +127,7 @@ class AsyncDatabase:
     def for_config(cls, dsn: str, config: ClientConfig) -> AsyncDatabase:
         """An AsyncDatabase with ``config``'s pool size and timeouts."""
         return cls(dsn, max_size=config.pool_max_size, connect_timeout_s=config.connect_timeout_s,
-                   statement_timeout_s=config.statement_timeout_s)
+                   statement_timeout_s=config.statement_timeout_s, prepare=config.prepare)
 
     @property
     def layout(self) -> Layout:
@@ -137,11 +147,18 @@ class AsyncDatabase:
             conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True, **kwargs)
             async with conn:
                 self._layout = await drive(layout_steps(), conn, own=True)
+                self.pooled = (self._layout.dialect.name == "postgresql"
+                               and await behind_pooler_async(conn))
         except psycopg.Error as exc:
             raise first_contact_error(exc, self.dsn) from exc
+        if self.pooled:  # two connections of its own, in a thread: once per client
+            self.transaction_pooled = await asyncio.to_thread(
+                pools_transactions, self.dsn, self.connect_timeout_s)
+        self.prepare_threshold = threshold(self.prepare, self.pooled)
         self.pool = AsyncConnectionPool(
             self.dsn, max_size=self.max_size, configure=in_utc, name="shardq-async",
-            **pool_options(self.connect_timeout_s, self.statement_timeout_s))
+            **pool_options(self.connect_timeout_s, self.statement_timeout_s,
+                           self.prepare_threshold))
         try:
             await self.pool.open(wait=True, timeout=pool_open_timeout_s(self.connect_timeout_s))
         except psycopg.OperationalError as exc:
@@ -241,9 +258,17 @@ class AsyncDatabase:
             conn = await self._connection(pool)
         except (psycopg.OperationalError, TimeoutError) as exc:  # PoolTimeout included
             raise NotSent("no connection") from exc
+        if conn.prepare_threshold != self.prepare_threshold:
+            conn.prepare_threshold = self.prepare_threshold
         try:
             async with asyncio.timeout(self.statement_timeout_s):
                 return await drive(plan.steps(), conn, own=True)
+        except psycopg.ProgrammingError as exc:
+            if is_lost_statement(exc) and self.prepare_threshold is not None:
+                # As the blocking runner: prepare none from now on (see shardq.core.pooler).
+                self.prepare_threshold = None
+                stopped_preparing(exc)
+            raise
         except TimeoutError as exc:
             await conn.close()  # mid-statement: never hand it out again
             raise overran(self.statement_timeout_s + plan.wait_s) from exc

@@ -30,6 +30,7 @@ from shardq.core.errors import (
     ShardqError,
     Unavailable,
     is_connection_loss,
+    is_lost_statement,
     is_transient,
     map_db_error,
 )
@@ -99,7 +100,8 @@ def connect_kwargs(connect_timeout_s: float) -> dict[str, Any]:
     return {"connect_timeout": max(2, math.ceil(connect_timeout_s))}
 
 
-def pool_options(connect_timeout_s: float, statement_timeout_s: float) -> dict[str, Any]:
+def pool_options(connect_timeout_s: float, statement_timeout_s: float,
+                 prepare_threshold: int | None = 0) -> dict[str, Any]:
     """The options both runners make their pool with (besides its name, size and
     ``configure``): opened by the runner, with :func:`pool_open_timeout_s`."""
     return {
@@ -108,8 +110,9 @@ def pool_options(connect_timeout_s: float, statement_timeout_s: float) -> dict[s
         # (psycopg's default): shardq sends few distinct statements, each many times,
         # and a janitor's per-bucket statements reach a connection about once a second
         # each, so they were parsed and planned afresh for a worker's first minute.  A
-        # drain of 50k tasks ran 1.2x as fast.
-        "kwargs": {"autocommit": True, "prepare_threshold": 0,
+        # drain of 50k tasks ran 1.2x as fast.  None (nothing prepared) behind a pooler
+        # that cannot carry prepared statements: see shardq.core.pooler.
+        "kwargs": {"autocommit": True, "prepare_threshold": prepare_threshold,
                    **connect_kwargs(connect_timeout_s)},
         "open": False,
         "timeout": connect_timeout_s + statement_timeout_s,
@@ -155,10 +158,12 @@ def first_contact_error(exc: psycopg.Error, dsn: str) -> ShardqError:
 
 def retryable(exc: BaseException, idempotent: bool) -> bool:
     """Whether a failed unit of work may run again: nothing was sent, the server rolled it
-    back (40001), or the connection was lost and running it twice is harmless."""
+    back (40001), or the connection was lost (or a pooler lost a prepared statement, so
+    that the statement did not run but those before it in the plan may have) and
+    running it twice is harmless."""
     if isinstance(exc, NotSent) or is_transient(exc):
         return True
-    return idempotent and is_connection_loss(exc)
+    return idempotent and (is_connection_loss(exc) or is_lost_statement(exc))
 
 
 def first_retry_wait_s() -> float:

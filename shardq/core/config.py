@@ -102,6 +102,11 @@ class ClientConfig:
     notify: bool = setting(
         True, "NOTIFY listening workers on enqueue, so they start at once (PostgreSQL)",
         tuning=True)
+    prepare: bool | None = setting(
+        None, "prepare each statement on its first run on a connection (none: unless a "
+        "connection pooler is found in front of the server; PgBouncer carries prepared "
+        "statements from 1.21 with max_prepared_statements, which `shardq doctor` checks)",
+        tuning=True)
     vacuum: bool = setting(
         True, "the janitor VACUUMs shardq.tasks past vacuum_dead_rows dead rows and rebuilds "
         "bloated indexes (PostgreSQL; needs the table's owner, or MAINTAIN on 17+)",

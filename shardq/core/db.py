@@ -34,7 +34,7 @@ from shardq.core.boundary import (
 from shardq.core.config import ClientConfig
 from shardq.core.copyio import EndThenWork
 from shardq.core.deadline import Guard, Watchdog
-from shardq.core.errors import is_connection_loss
+from shardq.core.errors import is_connection_loss, is_lost_statement
 from shardq.core.listen import Listener, Listeners
 from shardq.core.plan import (
     CopyIn,
@@ -49,6 +49,12 @@ from shardq.core.plan import (
     advance,
     alone,
     own_block,
+)
+from shardq.core.pooler import (
+    behind_pooler,
+    pools_transactions,
+    stopped_preparing,
+    threshold,
 )
 
 T = TypeVar("T")
@@ -100,9 +106,10 @@ def in_utc(conn: Conn) -> None:
     aware datetime in UTC whatever the server's default zone.  psycopg gives a
     timestamptz the session's zone: a named one such as ``Etc/UTC`` cost a claim about
     0.7 µs more per task than ``UTC``.  A SET, not a startup option: transaction
-    poolers such as PgBouncer refuse ``options`` but carry a client's TimeZone."""
+    poolers such as PgBouncer refuse ``options`` but carry a client's TimeZone.  Never
+    prepared: it runs once per connection."""
     if conn.info.parameter_status("TimeZone") != "UTC":
-        conn.execute("SET TIME ZONE 'UTC'")
+        conn.execute("SET TIME ZONE 'UTC'", prepare=False)
 
 
 class Database:
@@ -114,7 +121,7 @@ class Database:
     """
 
     def __init__(self, dsn: str, *, max_size: int, connect_timeout_s: float = 5.0,
-                 statement_timeout_s: float = 30.0) -> None:
+                 statement_timeout_s: float = 30.0, prepare: bool | None = None) -> None:
         self.dsn = normalize_dsn(dsn)
         self.connect_timeout_s, self.statement_timeout_s = connect_timeout_s, statement_timeout_s
         self._watchdog = Watchdog()
@@ -124,10 +131,16 @@ class Database:
         self.listeners = Listeners(Listener, self.dsn, connect_timeout_s)
         # Connect once directly: a wrong address, password or database name then fails
         # at once with the server's own words, not after a pool's wait.
+        self.pooled = False  # a pooler is in front (see shardq.core.pooler)
         self.layout = self._first_contact(connect_kwargs(connect_timeout_s))
+        # A pooler that hands one client's transactions to different server sessions,
+        # through which LISTEN cannot work.
+        self.transaction_pooled = self.pooled and pools_transactions(self.dsn,
+                                                                     connect_timeout_s)
+        self.prepare_threshold = threshold(prepare, self.pooled)
         self.pool: ConnectionPool[Conn] = ConnectionPool(
             self.dsn, max_size=max_size, configure=in_utc, name="shardq",
-            **pool_options(connect_timeout_s, statement_timeout_s))
+            **pool_options(connect_timeout_s, statement_timeout_s, self.prepare_threshold))
         try:
             self.pool.open(wait=True, timeout=pool_open_timeout_s(connect_timeout_s))
         except psycopg.OperationalError as exc:
@@ -140,14 +153,23 @@ class Database:
         """A Database with ``config``'s pool size and timeouts."""
         return cls(dsn, max_size=max_size or config.pool_max_size,
                    connect_timeout_s=config.connect_timeout_s,
-                   statement_timeout_s=config.statement_timeout_s)
+                   statement_timeout_s=config.statement_timeout_s, prepare=config.prepare)
 
     def _first_contact(self, kwargs: dict[str, Any]) -> Layout:
         try:
             with psycopg.connect(self.dsn, autocommit=True, **kwargs) as conn:
-                return read_layout(conn)
+                layout = read_layout(conn)
+                self.pooled = layout.dialect.name == "postgresql" and behind_pooler(conn)
+                return layout
         except psycopg.Error as exc:
             raise first_contact_error(exc, self.dsn) from exc
+
+    def _stop_preparing(self, cause: Exception) -> None:
+        """A pooler lost a prepared statement: prepare none from now on (each connection
+        is told as it is taken)."""
+        if self.prepare_threshold is not None:
+            self.prepare_threshold = None
+            stopped_preparing(cause)
 
     def open_connections(self, count: int) -> None:
         """Keep ``count`` connections open (at most the pool's size), opening the missing
@@ -268,20 +290,31 @@ class Database:
             wait, deadline = min(wait, left), min(deadline, left)
         return wait, deadline
 
-    def _attempt(self, work: Callable[[Conn], T]) -> T:
-        if self._unreachable:
-            raise NotSent("the database did not answer within the shutdown's bound")
-        wait, deadline = self._timeouts()
+    def _take(self, wait: float) -> Conn:
+        """A pooled connection, preparing statements as this runner does now."""
         try:
             conn = self.pool.getconn(timeout=wait)
         except psycopg.OperationalError as exc:  # PoolTimeout included
             if self._bound_s is not None:
                 self._unreachable = True
             raise NotSent("no connection") from exc
+        if conn.prepare_threshold != self.prepare_threshold:
+            conn.prepare_threshold = self.prepare_threshold
+        return conn
+
+    def _attempt(self, work: Callable[[Conn], T]) -> T:
+        if self._unreachable:
+            raise NotSent("the database did not answer within the shutdown's bound")
+        wait, deadline = self._timeouts()
+        conn = self._take(wait)
         guard: Guard | None = None
         try:
             with self._watchdog.guard(conn, deadline) as guard:
                 return work(conn)
+        except psycopg.ProgrammingError as exc:
+            if is_lost_statement(exc):
+                self._stop_preparing(exc)
+            raise
         except psycopg.OperationalError as exc:
             if self._bound_s is not None and (is_connection_loss(exc)
                                               or (guard is not None and guard.cut)):

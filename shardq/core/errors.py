@@ -132,6 +132,16 @@ def is_connection_loss(exc: BaseException) -> bool:
     )
 
 
+def is_lost_statement(exc: BaseException) -> bool:
+    """A prepared statement of psycopg's was not found, or its name was taken, on the
+    server session: a pooler handed the connection another session (see
+    :mod:`shardq.core.pooler`).  The statement itself did not run."""
+    from psycopg import errors as pg_errors
+
+    return isinstance(exc, pg_errors.InvalidSqlStatementName
+                      | pg_errors.DuplicatePreparedStatement)
+
+
 def map_db_error(exc: psycopg.Error, role: str | None = None) -> ShardqError:
     """Translate a psycopg error into shardq's hierarchy (``role``: the connection's, named
     by a refusal)."""

@@ -172,3 +172,9 @@ def plain(name: str, **identifiers: str) -> sql.Composed:
     """A query that takes no bucket column, limit nor fragment (server checks and the
     like): its file's text with ``identifiers`` (placeholder → name) quoted in."""
     return sql.SQL(text(name)).format(**{k: sql.Identifier(v) for k, v in identifiers.items()})
+
+
+def console(name: str) -> sql.SQL:
+    """A command of PgBouncer's admin console (``SHOW ...``), which takes no comments: its
+    file's text without the heading."""
+    return sql.SQL(_without_heading(text(name)).strip())

@@ -10,6 +10,7 @@ be used and tested without a :class:`shardq.Client`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -25,7 +26,7 @@ from shardq.core.dialect import Dialect
 from shardq.core.plan import Execute, Fetch, Plan, single
 
 T = TypeVar("T")
-
+log = logging.getLogger("shardq")
 
 def composed(layout: Layout, name: str, limit: int | None = None, *,
              fragments: Mapping[str, str | sqlfiles.Part] | None = None,
@@ -46,6 +47,7 @@ class Statements:
                  clock: Clock | None = None) -> None:
         self.db, self.config = db, config
         self.clock: Clock = clock or DatabaseClock()
+        self._told_pooled = False
 
     @property
     def layout(self) -> Layout:
@@ -56,6 +58,19 @@ class Statements:
     def dialect(self) -> Dialect:
         """The engine the schema lives on."""
         return self.db.layout.dialect
+
+    def listens(self) -> bool:
+        """Whether calls that wait may LISTEN for what they wait for: PostgreSQL, with the
+        setting ``notify`` on, and no transaction pooler in front, through which a LISTEN
+        is left on whichever server session ran it (said once, the first time)."""
+        if not (self.dialect.notify and self.config.notify):
+            return False
+        if self.db.transaction_pooled and not self._told_pooled:
+            self._told_pooled = True
+            log.warning("LISTEN cannot work through a transaction pooler: calls that wait "
+                        "for results poll instead; set notify off (SHARDQ_NOTIFY=0) to "
+                        "send no NOTIFY either")
+        return not self.db.transaction_pooled
 
     @property
     def bucket_count(self) -> int:

@@ -25,6 +25,7 @@ from shardq.core.clock import Clock
 from shardq.core.config import ClientConfig
 from shardq.core.errors import ConfigError, LeaseLost, ShardqError
 from shardq.core.loop import Loop
+from shardq.core.pooler import session_refusal
 from shardq.core.task import Task
 from shardq.core.validate import queue_name
 from shardq.handler import Context
@@ -65,6 +66,12 @@ class Worker:
         self.client = Client(config=dataclasses.replace(
             client_config, pool_max_size=max(client_config.pool_max_size, config.connections),
             statement_timeout_s=deadline), clock=clock)
+        refusal = self.client.db.transaction_pooled and session_refusal(
+            config.listen and self.client.dialect.notify,
+            bool(config.janitors) and Vacuumer(self.client).applies)
+        if refusal:
+            self.client.close()
+            raise ConfigError(refusal)
         app.use_client(self.client)
         self.queues = queues
         self.metrics = Metrics()
