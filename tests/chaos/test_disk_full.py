@@ -1,0 +1,270 @@
+"""A full disk under a running worker: the server's data directory on a small file system
+(a tmpfs the test mounts) that the test fills up with a ballast file, then empties again.
+
+Two layouts, as deployments have them:
+
+- **WAL apart** (``initdb --waldir`` on another volume): the server stays up.  Enqueues
+  are refused with :class:`shardq.DiskFull`, each batch whole; once the ballast is
+  deleted, the same worker and client go on, with no restart of either.
+- **WAL on the full disk**: PostgreSQL PANICs when it cannot write WAL, and its crash
+  recovery, which writes WAL too, fails: the server stays down until there is room and
+  it is started again.  The same worker then comes back by itself.
+
+In both, every enqueue that returned runs, and no batch that was refused left a task.
+Mounting needs root (CAP_SYS_ADMIN); elsewhere these tests skip, saying so.
+"""
+
+from __future__ import annotations
+
+import errno
+import subprocess
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import shardq
+from shardq.core.config import ClientConfig
+from shardq.worker.config import WorkerConfig
+from shardq.worker.daemon import Worker
+from tests.chaos.pg import ThrowawayPostgres
+from tests.helpers import wait_for
+
+pytestmark = pytest.mark.timeout(240)
+
+FS_SIZE_MB = 160  # room for a cluster's catalogs and a database, plus its WAL in layout 2
+QUEUE = "full"
+BATCH = 200  # tasks of one enqueue_many
+MOST_BATCHES = 300  # the producer's bound: the disk fills long before
+BACKLOG = 20  # batches waiting when the disk fills
+FULL_S = 5  # how long the disk stays full once the held tasks were acked
+
+
+@pytest.fixture
+def small_fs() -> Iterator[Path]:
+    """An empty tmpfs of FS_SIZE_MB, unmounted after the test."""
+    where = Path(tempfile.mkdtemp(prefix="shardq-smallfs-"))
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={FS_SIZE_MB}m", "tmpfs",
+                              str(where)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        where.rmdir()
+        pytest.skip(f"cannot mount a tmpfs to fill (needs root, CAP_SYS_ADMIN): "
+                    f"{mounted.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "--lazy", str(where)], check=False)
+        where.rmdir()
+
+
+def fill(fs: Path) -> Path:
+    """Write a ballast file until the file system has no byte left; returns its path."""
+    ballast = fs / "ballast"
+    try:
+        with open(ballast, "wb") as f:
+            for size in (1 << 20, 4096):
+                try:
+                    while True:
+                        f.write(b"\0" * size)
+                        f.flush()
+                except OSError as exc:
+                    if exc.errno != errno.ENOSPC:
+                        raise
+    except OSError as exc:  # the last buffered bytes, flushed at close
+        if exc.errno != errno.ENOSPC:
+            raise
+    return ballast
+
+
+class Runs:
+    """A worker's handler that records each run by its payload's (batch, n)."""
+
+    def __init__(self) -> None:
+        self.app = shardq.App()
+        self.seen: Counter[tuple[int, int]] = Counter()
+        self._lock = threading.Lock()
+        self.app.handler(QUEUE)(self.handle)
+
+    def handle(self, payload: dict[str, int]) -> None:
+        with self._lock:
+            self.seen[(payload["b"], payload["n"])] += 1
+        time.sleep(0.002)  # a backlog takes a few seconds to drain
+
+    def batch(self, b: int) -> set[int]:
+        with self._lock:
+            return {n for (batch, n) in self.seen if batch == b}
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.seen)
+
+    def twice(self) -> int:
+        with self._lock:
+            return sum(1 for times in self.seen.values() if times > 1)
+
+
+def payloads(b: int) -> list[dict[str, int]]:
+    return [{"b": b, "n": n} for n in range(BATCH)]
+
+
+def produce(client: shardq.Client, first: int, until: Callable[[list[int]], bool]
+            ) -> tuple[list[int], list[int], list[Exception]]:
+    """Enqueue batches from ``first`` on until ``until(refused)`` (asked after each
+    refusal);
+    returns the batches that returned, those refused, and the errors."""
+    returned: list[int] = []
+    refused: list[int] = []
+    errors: list[Exception] = []
+    for b in range(first, first + MOST_BATCHES):
+        try:
+            client.enqueue_many(QUEUE, payloads(b))
+            returned.append(b)
+        except shardq.DatabaseError as exc:
+            refused.append(b)
+            errors.append(exc)
+            if until(refused):
+                break
+            time.sleep(0.1)
+    return returned, refused, errors
+
+
+def locked(url: str) -> int:
+    """Claimed tasks not yet settled."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT count(*) FROM shardq.tasks WHERE status = 'locked'"
+                           ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def worker_of(runs: Runs, url: str) -> Worker:
+    return Worker(runs.app, ClientConfig(dsn=url), WorkerConfig(listen=False, concurrency=4))
+
+
+def assert_all_ran_once_there_is_room(runs: Runs, returned: list[int],
+                                      refused: list[int]) -> float:
+    """Every returned batch runs whole and no refused batch runs at all; returns how long
+    the returned ones took to run from now."""
+    start = time.monotonic()
+    wait_for(lambda: all(len(runs.batch(b)) == BATCH for b in returned), timeout=120,
+             what="every task that was enqueued to run")
+    took = time.monotonic() - start
+    assert all(runs.batch(b) == set() for b in refused)  # none half-written
+    return took
+
+
+def test_with_wal_apart_a_full_disk_refuses_whole_batches_and_nothing_is_lost(
+        small_fs: Path) -> None:
+    pg = ThrowawayPostgres(data_dir=small_fs / "data", wal_apart=True)
+    runs = Runs()
+    worker: Worker | None = None
+    try:
+        url = pg.url(pg.create_database())
+        worker = worker_of(runs, url)
+        worker.start()
+        with shardq.Client(url) as client:
+            backlog = list(range(-BACKLOG, 0))
+            for b in backlog:
+                client.enqueue_many(QUEUE, payloads(b))
+            wait_for(lambda: runs.count() >= BATCH, what="the worker to be draining")
+            ballast = fill(small_fs)
+            returned, refused, errors = produce(client, 1, lambda refused: len(refused) >= 5)
+            assert refused, "the disk never filled"
+            error = errors[-1]
+            assert isinstance(error, shardq.DiskFull), error
+            assert "\n" not in str(error)
+            assert str(error).startswith("the database server's disk is full (could not "
+                                         "extend file")
+            assert isinstance(error.__cause__, psycopg.Error)
+            assert error.__cause__.sqlstate == "53100"
+            # A refused batch left no task (counted while the disk is still full).
+            with psycopg.connect(url) as conn:
+                left = conn.execute(
+                    "SELECT count(*) FROM shardq.tasks WHERE (payload->>'b')::int = ANY(%s)",
+                    (refused,)).fetchone()
+            assert left == (0,)
+            # The worker acks what it holds: a delete needs no room.
+            wait_for(lambda: locked(url) == 0, timeout=30, what="the held tasks' acks")
+            ran_full, waiting = runs.count(), BACKLOG * BATCH - runs.count()
+            time.sleep(FULL_S)
+            print(f"\nwal apart: {len(returned)} batches of {BATCH} returned after the "
+                  f"fill, {len(refused)} refused ({type(error).__name__}); with "
+                  f"{waiting} tasks waiting, {runs.count() - ran_full} ran in the "
+                  f"{FULL_S} s the disk stayed full")
+            ballast.unlink()  # room again, and neither client nor worker restarted
+            took = assert_all_ran_once_there_is_room(runs, [*backlog, *returned], refused)
+            later = client.enqueue_many(QUEUE, payloads(MOST_BATCHES + 1))
+            assert len(later) == BATCH
+            wait_for(lambda: len(runs.batch(MOST_BATCHES + 1)) == BATCH,
+                     what="a batch enqueued after the disk had room again")
+        print(f"wal apart: all ran {took:.1f} s after the ballast was deleted; "
+              f"{runs.twice()} task(s) ran twice")
+    finally:
+        if worker is not None:
+            worker.stop(5)
+        pg.close()
+
+
+def test_with_wal_on_the_full_disk_the_server_stops_and_the_worker_comes_back(
+        small_fs: Path) -> None:
+    pg = ThrowawayPostgres(data_dir=small_fs / "data")
+    runs = Runs()
+    worker: Worker | None = None
+    try:
+        url = pg.url(pg.create_database())
+        worker = worker_of(runs, url)
+        worker.start()
+        with shardq.Client(url, connect_timeout_s=2) as client:
+            backlog = list(range(-BACKLOG, 0))
+            for b in backlog:
+                client.enqueue_many(QUEUE, payloads(b))
+            wait_for(lambda: runs.count() >= BATCH, what="the worker to be draining")
+            ballast = fill(small_fs)
+            returned, refused, errors = produce(
+                client, 1, lambda refused: not pg.postmaster_alive() or len(refused) >= 20)
+            if pg.postmaster_alive():  # WAL has not yet needed a new segment: make it so
+                switch_wal_until_down(pg, url)
+            wait_for(lambda: not pg.postmaster_alive(), timeout=30,
+                     what="the server to stop (its recovery finds no room for WAL)")
+            log = pg.log_tail(100_000)
+            # WAL's writer, or a checkpoint's files: whichever first finds no room.
+            assert "PANIC:  could not write to file" in log
+            assert "No space left on device" in log
+            assert "shutting down due to startup process failure" in log
+            kinds = ", ".join(sorted({type(e).__name__ for e in errors}))
+            print(f"\nwal on the full disk: {len(returned)} batches returned after the fill, "
+                  f"{len(refused)} refused ({kinds}); "
+                  f"{BACKLOG * BATCH - runs.count()} tasks waiting when the server stopped")
+            time.sleep(FULL_S)  # down until an operator makes room and starts it
+            ballast.unlink()
+            pg.start()
+            took = assert_all_ran_once_there_is_room(runs, [*backlog, *returned], refused)
+            later = client.enqueue_many(QUEUE, payloads(MOST_BATCHES + 1))
+            wait_for(lambda: len(runs.batch(MOST_BATCHES + 1)) == BATCH,
+                     what="a batch enqueued after the restart")
+            assert len(later) == BATCH
+        print(f"wal on the full disk: all ran {took:.1f} s after the restart; "
+              f"{runs.twice()} task(s) ran twice")
+    finally:
+        if worker is not None:
+            worker.stop(5)
+        pg.close()
+
+
+def switch_wal_until_down(pg: ThrowawayPostgres, url: str) -> None:
+    """Ask for new WAL segments (``pg_switch_wal()``, each after a write) until the server
+    cannot create one and goes down."""
+    deadline = time.monotonic() + 30
+    while pg.postmaster_alive() and time.monotonic() < deadline:
+        try:
+            with psycopg.connect(url, autocommit=True, connect_timeout=2) as conn:
+                conn.execute("DELETE FROM shardq.workers WHERE false")
+                conn.execute("SELECT pg_switch_wal()")
+                conn.execute("CHECKPOINT")
+        except psycopg.Error:
+            time.sleep(0.2)
