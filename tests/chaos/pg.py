@@ -168,12 +168,21 @@ class ThrowawayPostgres:
         time.sleep(seconds)
         self.start()
 
-    def create_database(self, setup: str = "", *, migrated: bool = True) -> str:
-        """A fresh database, migrated to head unless ``migrated`` is False, with ``setup`` run
-        in it; returns its name."""
+    def create_tablespace(self, name: str, location: Path) -> None:
+        """A tablespace ``name`` in the directory ``location`` (made for the server)."""
+        self._owned(location)
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE TABLESPACE {} LOCATION {}").format(
+                sql.Identifier(name), sql.Literal(str(location))))
+
+    def create_database(self, setup: str = "", *, migrated: bool = True,
+                        tablespace: str = "pg_default") -> str:
+        """A fresh database, its tables in ``tablespace``, migrated to head unless
+        ``migrated`` is False, with ``setup`` run in it; returns its name."""
         name = f"chaos_{uuid.uuid4().hex[:10]}"
         with psycopg.connect(self.url(), autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            conn.execute(sql.SQL("CREATE DATABASE {} TABLESPACE {}").format(
+                sql.Identifier(name), sql.Identifier(tablespace)))
         if migrated:
             with open(os.devnull, "w") as sink:
                 migrate.upgrade(self.url(name), output=sink)

@@ -1,16 +1,19 @@
-"""A full disk under a running worker: the server's data directory on a small file system
-(a tmpfs the test mounts) that the test fills up with a ballast file, then empties again.
+"""A full disk under a running worker: the server's data directory (or the tablespace of
+shardq's database) on a small file system, a tmpfs the test mounts, that the test fills
+up with a ballast file, then empties again.
 
-Two layouts, as deployments have them:
+- **WAL apart** (``initdb --waldir`` on another volume), or only the tablespace on the
+  small file system: the server stays up.  Enqueues are refused with
+  :class:`shardq.DiskFull`, each batch whole.  The worker acks the tasks it holds (a
+  delete needs no room) but claims next to nothing: a claim writes a new version of
+  each row it takes.  Once the ballast is deleted, the same worker and client go on,
+  with no restart of either.
+- **WAL on the full disk**: PostgreSQL PANICs when it cannot write WAL (or a
+  checkpoint's files), and its crash recovery, which writes WAL too, fails: the server
+  stays down until there is room and it is started again.  The same worker then comes
+  back by itself.
 
-- **WAL apart** (``initdb --waldir`` on another volume): the server stays up.  Enqueues
-  are refused with :class:`shardq.DiskFull`, each batch whole; once the ballast is
-  deleted, the same worker and client go on, with no restart of either.
-- **WAL on the full disk**: PostgreSQL PANICs when it cannot write WAL, and its crash
-  recovery, which writes WAL too, fails: the server stays down until there is room and
-  it is started again.  The same worker then comes back by itself.
-
-In both, every enqueue that returned runs, and no batch that was refused left a task.
+In each, every enqueue that returned runs, and no batch that was refused left a task.
 Mounting needs root (CAP_SYS_ADMIN); elsewhere these tests skip, saying so.
 """
 
@@ -158,13 +161,22 @@ def assert_all_ran_once_there_is_room(runs: Runs, returned: list[int],
     return took
 
 
+@pytest.mark.parametrize("layout", ["data directory", "tablespace"])
 def test_with_wal_apart_a_full_disk_refuses_whole_batches_and_nothing_is_lost(
-        small_fs: Path) -> None:
-    pg = ThrowawayPostgres(data_dir=small_fs / "data", wal_apart=True)
+        small_fs: Path, layout: str) -> None:
+    """The data directory on the small file system, its WAL apart; or the data directory
+    and WAL on a large one, and the database's tablespace on the small one."""
+    if layout == "data directory":
+        pg = ThrowawayPostgres(data_dir=small_fs / "data", wal_apart=True)
+    else:
+        pg = ThrowawayPostgres()
     runs = Runs()
     worker: Worker | None = None
     try:
-        url = pg.url(pg.create_database())
+        if layout == "tablespace":
+            pg.create_tablespace("small", small_fs / "tablespace")
+        url = pg.url(pg.create_database(tablespace="small" if layout == "tablespace"
+                                        else "pg_default"))
         worker = worker_of(runs, url)
         worker.start()
         with shardq.Client(url) as client:
@@ -173,6 +185,7 @@ def test_with_wal_apart_a_full_disk_refuses_whole_batches_and_nothing_is_lost(
                 client.enqueue_many(QUEUE, payloads(b))
             wait_for(lambda: runs.count() >= BATCH, what="the worker to be draining")
             ballast = fill(small_fs)
+            held = locked(url)
             returned, refused, errors = produce(client, 1, lambda refused: len(refused) >= 5)
             assert refused, "the disk never filled"
             error = errors[-1]
@@ -192,8 +205,9 @@ def test_with_wal_apart_a_full_disk_refuses_whole_batches_and_nothing_is_lost(
             wait_for(lambda: locked(url) == 0, timeout=30, what="the held tasks' acks")
             ran_full, waiting = runs.count(), BACKLOG * BATCH - runs.count()
             time.sleep(FULL_S)
-            print(f"\nwal apart: {len(returned)} batches of {BATCH} returned after the "
-                  f"fill, {len(refused)} refused ({type(error).__name__}); with "
+            print(f"\n{layout}, wal apart: {len(returned)} batches of {BATCH} returned after the "
+                  f"fill, {len(refused)} refused ({type(error).__name__}); the {held} "
+                  f"tasks held at the fill acked; with "
                   f"{waiting} tasks waiting, {runs.count() - ran_full} ran in the "
                   f"{FULL_S} s the disk stayed full")
             ballast.unlink()  # room again, and neither client nor worker restarted
@@ -202,7 +216,7 @@ def test_with_wal_apart_a_full_disk_refuses_whole_batches_and_nothing_is_lost(
             assert len(later) == BATCH
             wait_for(lambda: len(runs.batch(MOST_BATCHES + 1)) == BATCH,
                      what="a batch enqueued after the disk had room again")
-        print(f"wal apart: all ran {took:.1f} s after the ballast was deleted; "
+        print(f"{layout}, wal apart: all ran {took:.1f} s after the ballast was deleted; "
               f"{runs.twice()} task(s) ran twice")
     finally:
         if worker is not None:
