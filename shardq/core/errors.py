@@ -103,9 +103,9 @@ class DiskFull(DatabaseError):
     itself.  The cause is chained."""
 
     def __init__(self, detail: str) -> None:
-        super().__init__(f"the database server's disk is full ({detail}): nothing was "
-                         "written; free space on its data volume or grow it (shardq goes on "
-                         "by itself once there is room)")
+        super().__init__(f"no room on the database server's disk ({detail}): nothing was "
+                         "written; free space on its volume or grow it (or raise its quota); "
+                         "shardq goes on by itself once there is room")
 
 
 # SQLSTATE classes of a statement the server refused for want of a resource (53: disk,

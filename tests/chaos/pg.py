@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import shutil
 import stat
 import subprocess
@@ -54,18 +55,19 @@ class ThrowawayPostgres:
     the data directory (``initdb --waldir``), as deployments that keep WAL on a volume
     of its own do.  Its log and socket stay in the temporary directory too, off a file
     system a test fills.
-    ``settings``: server settings (``-c name=value``) it always starts with.
+    ``file_limit_bytes``: the largest file the server may write (``RLIMIT_FSIZE``, as a
+    quota would have it): past it, writes fail with EFBIG, not ENOSPC.
     """
 
     def __init__(self, *, bin_dir: Path | None = None, data_dir: Path | None = None,
-                 wal_apart: bool = False, settings: dict[str, str] | None = None) -> None:
+                 wal_apart: bool = False, file_limit_bytes: int | None = None) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="shardq-pg-"))
         self.bin_dir = bin_dir or default_bin_dir()
         self.data_dir = data_dir or self.root / "data"
         self.wal_dir = self.root / "wal" if wal_apart else None
         self.log_path = self.root / "log"
         self.socket_dir = self.root / "socket"
-        self.settings = dict(settings or {})
+        self.file_limit_bytes = file_limit_bytes
         self.port = free_port()
         self.user = SYSTEM_USER if os.geteuid() == 0 else None
         self.running = False
@@ -107,10 +109,17 @@ class ThrowawayPostgres:
             args.append(f"--waldir={self.wal_dir}")
         self._run("initdb", *args)
 
+    def _limit(self) -> None:
+        """In the child that becomes the server: the file size limit, if any (PostgreSQL
+        ignores SIGXFSZ, so a write past it fails with EFBIG)."""
+        if self.file_limit_bytes is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE,
+                               (self.file_limit_bytes, self.file_limit_bytes))
+
     def _run(self, program: str, *args: str) -> str:
         done = subprocess.run([str(self.bin_dir / program), *args], user=self.user,
                               capture_output=True, text=True, timeout=PG_CTL_TIMEOUT_S + 10,
-                              cwd=self.root)
+                              cwd=self.root, preexec_fn=self._limit)
         if done.returncode != 0:
             raise subprocess.CalledProcessError(done.returncode, done.args, done.stdout,
                                                 f"{done.stderr}\n{self.log_tail()}")
@@ -118,8 +127,6 @@ class ThrowawayPostgres:
 
     def _pg_ctl(self, *args: str) -> None:
         options = f"-h 127.0.0.1 -p {self.port} -k {self.socket_dir}"
-        for name, value in self.settings.items():
-            options += f" -c {name}={value}"
         self._run("pg_ctl", "-D", str(self.data_dir), "-w", "-t", str(PG_CTL_TIMEOUT_S),
                   "-o", options, "-l", str(self.log_path), *args)
 

@@ -46,6 +46,7 @@ BATCH = 200  # tasks of one enqueue_many
 MOST_BATCHES = 300  # the producer's bound: the disk fills long before
 BACKLOG = 20  # batches waiting when the disk fills
 FULL_S = 5  # how long the disk stays full once the held tasks were acked
+FILE_LIMIT_BYTES = 24 << 20  # past a WAL segment (16 MiB), which must still be written
 
 
 @pytest.fixture
@@ -191,7 +192,7 @@ def test_with_wal_apart_a_full_disk_refuses_whole_batches_and_nothing_is_lost(
             error = errors[-1]
             assert isinstance(error, shardq.DiskFull), error
             assert "\n" not in str(error)
-            assert str(error).startswith("the database server's disk is full (could not "
+            assert str(error).startswith("no room on the database server's disk (could not "
                                          "extend file")
             assert isinstance(error.__cause__, psycopg.Error)
             assert error.__cause__.sqlstate == "53100"
@@ -268,6 +269,40 @@ def test_with_wal_on_the_full_disk_the_server_stops_and_the_worker_comes_back(
         if worker is not None:
             worker.stop(5)
         pg.close()
+
+
+def test_a_file_past_the_servers_size_limit_is_no_room_either() -> None:
+    """A write past a quota or a size limit fails with EFBIG, not ENOSPC: PostgreSQL says
+    it "could not extend file" under SQLSTATE XX000 (internal error), and shardq calls it
+    DiskFull all the same.  The limit (RLIMIT_FSIZE) stands for the quota: mounting is
+    not needed."""
+    pg = ThrowawayPostgres(file_limit_bytes=FILE_LIMIT_BYTES)
+    try:
+        url = pg.url(pg.create_database())
+        with shardq.Client(url) as client:
+            _, refused, errors = produce_large(client)
+        assert refused, "the table never reached the limit"
+        error = errors[0]
+        assert isinstance(error, shardq.DiskFull), error
+        assert isinstance(error.__cause__, psycopg.Error)
+        assert error.__cause__.sqlstate == "XX000"
+        assert "could not extend file" in str(error)
+        assert "File too large" in str(error)
+        assert "\n" not in str(error)
+    finally:
+        pg.close()
+
+
+def produce_large(client: shardq.Client) -> tuple[list[int], list[int], list[Exception]]:
+    """Enqueue batches of about 1 MB until the first refusal."""
+    returned: list[int] = []
+    for b in range(MOST_BATCHES):
+        try:
+            client.enqueue_many(QUEUE, [{"b": b, "pad": "x" * 1000}] * 1000)
+        except shardq.DatabaseError as exc:
+            return returned, [b], [exc]
+        returned.append(b)
+    return returned, [], []
 
 
 def switch_wal_until_down(pg: ThrowawayPostgres, url: str) -> None:
