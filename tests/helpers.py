@@ -88,6 +88,20 @@ def scalar(target: str | psycopg.Connection[Any], text: Any, params: Any = None)
     return value
 
 
+def live_rows_counted(conn: psycopg.Connection[Any], most: int) -> None:
+    """Wait until the statistics count at most ``most`` live rows of shardq.tasks.
+
+    PostgreSQL 14 and older send their counts to a collector process, which publishes
+    them up to half a second later; 15 and newer count in shared memory at once."""
+    def counted() -> bool:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = conn.execute("SELECT n_live_tup FROM pg_stat_user_tables "
+                           "WHERE relid = 'shardq.tasks'::regclass").fetchone()
+        return row is not None and int(row[0]) <= most
+
+    wait_for(counted, timeout=30, what=f"the statistics to count at most {most} live rows")
+
+
 def bucket_of(task_id: UUID, bucket_count: int = 16) -> int:
     """The bucket PostgreSQL computes for ``task_id`` (the library's one formula)."""
     bucket = POSTGRESQL.bucket_of(task_id, bucket_count)

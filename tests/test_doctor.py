@@ -13,6 +13,7 @@ import shardq
 from shardq.cli import doctor
 from shardq.worker.config import WorkerConfig
 from tests.conftest import Databases
+from tests.helpers import live_rows_counted
 
 pytestmark = pytest.mark.server
 
@@ -62,6 +63,7 @@ def test_a_bloated_index_is_named(databases: Databases) -> None:
         # reuse, but the index keeps its size.
         conn.execute("DELETE FROM shardq.tasks WHERE random() < 0.99")
         conn.execute("VACUUM ANALYZE shardq.tasks")
+        live_rows_counted(conn, 30_000)
     bloat = findings(url)["index bloat"]
     assert not bloat.ok
     assert "tasks_pkey" in bloat.seen

@@ -21,7 +21,7 @@ from shardq.loops.vacuum import LOCK_KEY, MAINTAIN_SINCE, Vacuumer
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
 from tests.conftest import Databases
-from tests.helpers import wait_for
+from tests.helpers import live_rows_counted, wait_for
 
 pytestmark = pytest.mark.server
 
@@ -135,6 +135,7 @@ def test_a_bloated_index_is_rebuilt_smaller(quiet: str) -> None:
                      "SELECT 'bloat', '{}' FROM generate_series(1, 100000)")
         conn.execute("DELETE FROM shardq.tasks WHERE random() < 0.99")
         conn.execute("VACUUM ANALYZE shardq.tasks")  # the pages stay; the entries are few
+        live_rows_counted(conn, 10_000)
     clock = Clock()
     with shardq.Client(quiet, reindex_min_bytes=1024 * 1024, reindex_interval_s=60) as client:
         step = Vacuumer(client, clock=clock)

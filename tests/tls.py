@@ -126,7 +126,7 @@ def tls_server(directory: Path) -> Iterator[TlsServer]:
     certificates = make_certificates(directory)
     wrong_ca, _ = make_ca(directory / "other")
     pg = ThrowawayPostgres(
-        bindir=bindir,
+        bin_dir=bindir,
         settings={"ssl": "on", "ssl_cert_file": certificates.server_cert.name,
                   "ssl_key_file": certificates.server_key.name,
                   "password_encryption": "scram-sha-256"},

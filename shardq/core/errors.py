@@ -114,6 +114,42 @@ class ConnectionLost(DatabaseError):
     settle it: whether the server applied the statement is unknown."""
 
 
+class DiskFull(DatabaseError):
+    """The database server found no room to write: its disk (or the tablespace's) is full.
+    The statement was rolled back, so nothing of it was written (a batch enqueue
+    neither); once there is room again the same call succeeds, and a worker goes on by
+    itself.  The cause is chained."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"no room on the database server's disk ({detail}): nothing was "
+                         "written; free space on its volume or grow it (or raise its quota); "
+                         "shardq goes on by itself once there is room")
+
+
+# SQLSTATE classes of a statement the server refused for want of a resource (53: disk,
+# memory, connections) or for an error of its own system calls (58): the connection
+# itself is fine, and the statement was not applied.
+REFUSED_FOR_RESOURCES = ("53", "58")
+# Extending a table or index file that fails for another reason than ENOSPC (a quota:
+# EDQUOT, a size limit: EFBIG) has no SQLSTATE of its own (XX000) but is a full disk
+# all the same to whoever writes.
+NO_ROOM = ("could not extend file", "No space left on device", "Disk quota exceeded")
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """A statement refused for want of room: SQLSTATE 53100 (``disk_full``), or a table
+    or index file the server could not extend (a quota, a size limit)."""
+    import psycopg
+
+    if not isinstance(exc, psycopg.Error) or exc.sqlstate is None:
+        return False
+    if exc.sqlstate == "53100":
+        return True
+    message = exc.diag.message_primary or ""
+    return exc.sqlstate[:2] in (*REFUSED_FOR_RESOURCES, "XX") and any(
+        words in message for words in NO_ROOM)
+
+
 def is_transient(exc: BaseException) -> bool:
     """Failures after which the same work certainly may run again: serialization
     failures (SQLSTATE 40001), which roll the transaction back."""
@@ -127,9 +163,11 @@ def is_connection_loss(exc: BaseException) -> bool:
     import psycopg
     from psycopg import errors as pg_errors
 
-    return isinstance(exc, psycopg.OperationalError) and not isinstance(
-        exc, pg_errors.QueryCanceled | pg_errors.InsufficientPrivilege
-    )
+    if not isinstance(exc, psycopg.OperationalError) or isinstance(
+            exc, pg_errors.QueryCanceled | pg_errors.InsufficientPrivilege):
+        return False
+    # A full disk (53100), say, is the server's answer on a working connection.
+    return (exc.sqlstate or "")[:2] not in REFUSED_FOR_RESOURCES
 
 
 def is_lost_statement(exc: BaseException) -> bool:
@@ -151,6 +189,8 @@ def map_db_error(exc: psycopg.Error, role: str | None = None) -> ShardqError:
 
     if isinstance(exc, pg_errors.InsufficientPrivilege):
         return PermissionDenied(exc.diag.message_primary or str(exc).strip(), role)
+    if is_disk_full(exc):
+        return DiskFull(exc.diag.message_primary or type(exc).__name__)
     if isinstance(exc, pg_errors.UndefinedTable | pg_errors.InvalidSchemaName):
         return SchemaNotReady(f"the shardq schema is missing ({exc.diag.message_primary})")
     if isinstance(exc, pg_errors.UndefinedColumn):

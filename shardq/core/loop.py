@@ -8,8 +8,9 @@ the failures go on: the wait doubles from the second failure in a row up to
 database that is down or has lost its schema, and does not retry in step.
 
 The log says so once, not at every retry.  A failure that is a state of the
-database rather than a bug (:data:`EXPECTED`: no schema, no connection) is one line
-without a traceback, and one line for the whole process, whichever loops hit it;
+database rather than a bug (:data:`EXPECTED`: no schema, no connection, a full disk)
+is one line without a traceback, and one line for the whole process, whichever loops
+hit it;
 any other failure is logged with its traceback.  Either is told again at most every
 :data:`RETELL_S` while it lasts, with the count of the failures left out, and a loop
 that told of a failure says when it recovered.
@@ -24,7 +25,7 @@ import time
 from abc import ABC, abstractmethod
 from typing import Generic, TypeVar
 
-from shardq.core.errors import ConnectionLost, SchemaNotReady, Unavailable
+from shardq.core.errors import ConnectionLost, DiskFull, SchemaNotReady, Unavailable
 from shardq.core.lograte import RateLimit
 
 log = logging.getLogger("shardq")
@@ -37,7 +38,7 @@ MIN_GROWTH_S = 0.5  # the backoff doubles from at least this, whatever the inter
 JITTER = 0.5  # a wait past the interval is cut by up to this fraction, at random
 RETELL_S = 60.0
 """How often a failure that goes on is logged again."""
-EXPECTED: tuple[type[Exception], ...] = (SchemaNotReady, Unavailable, ConnectionLost)
+EXPECTED: tuple[type[Exception], ...] = (SchemaNotReady, Unavailable, ConnectionLost, DiskFull)
 """Failures that are a state of the database, not a bug: logged on one line."""
 
 # Process-wide, so that many loops (or many claimers) failing the same way write one

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from shardq.client import Client
 from shardq.core import tracing
-from shardq.core.errors import ConnectionLost, LeaseLost, ShardqError, Unavailable
+from shardq.core.errors import ConnectionLost, DiskFull, LeaseLost, ShardqError, Unavailable
 from shardq.core.loop import Loop
 from shardq.core.task import Task
 from shardq.ops import settle
@@ -153,8 +153,10 @@ class Completer(Loop[int]):
                         len(lost.task_ids), ", ".join(str(i) for i in lost.task_ids[:5])
                         + (", ..." if len(lost.task_ids) > 5 else ""))
         except ShardqError as exc:
-            # Without the database, writing them one by one would fail the same way.
-            if len(outcomes) > 1 and not isinstance(exc, Unavailable | ConnectionLost):
+            # Without the database, or without room on its disk, writing them one by one
+            # would fail the same way.
+            if len(outcomes) > 1 and not isinstance(exc, Unavailable | ConnectionLost
+                                                    | DiskFull):
                 log.warning("writing %d outcome(s) failed (%s); writing them one by one",
                             len(outcomes), exc)
                 for outcome in outcomes:
