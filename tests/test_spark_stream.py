@@ -19,7 +19,7 @@ from shardq.spark import WriteResult, write_stream_tasks
 from shardq.spark.merge import merge_query, new_stage_name
 from tests.conftest import ROOT, Databases
 from tests.helpers import query
-from tests.spark_env import JAR, require_spark
+from tests.spark_env import JAR, quick_jvm, require_spark
 
 require_spark()
 F = pytest.importorskip("pyspark.sql.functions")
@@ -65,7 +65,7 @@ def land(source: Path, name: str, numbers: range) -> None:
 def run_driver(tmp: Path, url: str, kill_at: int | None) -> subprocess.CompletedProcess[str]:
     script = tmp / "driver.py"
     script.write_text(DRIVER)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = quick_jvm({**os.environ, "PYTHONPATH": str(ROOT)})
     env.pop("SHARDQ_TEST_KILL_AT_BATCH", None)
     if kill_at is not None:
         env["SHARDQ_TEST_KILL_AT_BATCH"] = str(kill_at)
@@ -158,7 +158,7 @@ def test_refusals(spark: Any, dbs: Databases) -> None:
 
 def test_the_streaming_example(dbs: Databases) -> None:
     url = dbs.create()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "SHARDQ_JDBC_JAR": str(JAR)}
+    env = quick_jvm({**os.environ, "PYTHONPATH": str(ROOT), "SHARDQ_JDBC_JAR": str(JAR)})
     done = subprocess.run(
         [sys.executable, "-m", "examples.spark_streaming", "--dsn", url, "--files", "2",
          "--per-file", "50"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=180)
