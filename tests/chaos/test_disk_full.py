@@ -38,7 +38,7 @@ from shardq.worker.daemon import Worker
 from tests.chaos.pg import ThrowawayPostgres
 from tests.helpers import wait_for
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.server, pytest.mark.timeout(240)]
 
 FS_SIZE_MB = 160  # room for a cluster's catalogs and a database, plus its WAL in layout 2
 QUEUE = "full"
