@@ -32,7 +32,7 @@ from shardq.core.boundary import (
     unavailable,
 )
 from shardq.core.config import ClientConfig
-from shardq.core.errors import is_connection_loss
+from shardq.core.errors import is_connection_loss, is_read_only
 from shardq.core.listen import AsyncListener, Listeners
 from shardq.core.plan import (
     CopyIn,
@@ -251,6 +251,11 @@ class AsyncDatabase:
             if is_connection_loss(exc):
                 # As the blocking runner: a server gone ends every connection, so the
                 # idle ones are replaced too rather than handed out to fail one by one.
+                await pool.drain()
+            raise
+        except psycopg.Error as exc:
+            if is_read_only(exc):  # as the blocking runner
+                await conn.close()
                 await pool.drain()
             raise
         finally:

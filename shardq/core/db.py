@@ -34,7 +34,7 @@ from shardq.core.boundary import (
 from shardq.core.config import ClientConfig
 from shardq.core.copyio import EndThenWork
 from shardq.core.deadline import Guard, Watchdog
-from shardq.core.errors import is_connection_loss
+from shardq.core.errors import is_connection_loss, is_read_only
 from shardq.core.listen import Listener, Listeners
 from shardq.core.plan import (
     CopyIn,
@@ -291,6 +291,12 @@ class Database:
             if is_connection_loss(exc):
                 # The server may have gone (a restart ends every connection): replace
                 # the idle ones too rather than hand them out to fail one by one.
+                self.pool.drain()
+            raise
+        except psycopg.Error as exc:
+            if is_read_only(exc):
+                # A standby now (a switchover): every connection to it is of no use.
+                conn.close()
                 self.pool.drain()
             raise
         finally:
