@@ -7,7 +7,8 @@ wrote nothing, so the work runs again, on a new connection: with
 server turns read-only (``ALTER SYSTEM``, then a reload: its sessions refuse writes
 too), then writable again a second later: the enqueue made meanwhile returns, written
 once.  The client asks for ``target_session_attrs=read-write``, so libpq turns down
-new sessions while the server is read-only.  A database that stays read-only is reported in one line.
+new sessions while the server is read-only.  A server that stays read-only is
+reported in one line.
 """
 
 from __future__ import annotations
