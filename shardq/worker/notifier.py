@@ -47,11 +47,16 @@ class Listener:
             self._thread.join(timeout=timeout_s)
 
     def _run(self) -> None:
+        lost = False  # told of a lost connection: said once, not at every reconnection
         while not self._stop.is_set():
             try:
                 with psycopg.connect(self.dsn, autocommit=True,
                                      connect_timeout=self.connect_timeout) as conn:
                     conn.execute(sqlfiles.plain("listen", channel=CHANNEL))
+                    if lost:
+                        lost = False
+                        log.info("LISTEN connection back (%s:%s)", conn.info.host,
+                                 conn.info.port)
                     self.on_notify(None, None)
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=IDLE_CHECK_S):
@@ -59,5 +64,8 @@ class Listener:
                             if queue in self.queues:
                                 self.on_notify(queue, int(bucket) if bucket.isdigit() else None)
             except psycopg.Error as exc:
-                log.warning("LISTEN connection lost (%s); polling until it is back", exc)
+                if not lost:
+                    lost = True
+                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc
+                    log.warning("LISTEN connection lost (%s); polling until it is back", first)
                 self._stop.wait(RECONNECT_S)

@@ -1,7 +1,9 @@
-"""The pool after a server restart, and leases of outcomes waiting to be written."""
+"""The pool after a server restart, leases of outcomes waiting to be written, and a
+worker's LISTEN connection through an outage."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -13,6 +15,7 @@ import shardq
 from shardq.core.config import ClientConfig
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
+from shardq.worker.notifier import Listener
 from tests.chaos.pg import ThrowawayPostgres
 from tests.helpers import wait_for
 
@@ -72,3 +75,27 @@ def test_an_outcome_waiting_to_be_written_keeps_its_lease(chaos_pg: ThrowawayPos
             worker.stop(5)
         figures = client.stats("slow-acks")
         assert (figures["available"], figures["locked"], figures["dead"]) == (0, 0, 0)
+
+
+def test_a_listener_says_once_that_it_lost_its_connection_and_comes_back(
+        chaos_pg: ThrowawayPostgres, caplog: pytest.LogCaptureFixture) -> None:
+    """A worker's LISTEN connection tries again every second while the server is away
+    (a failover takes seconds): one warning for the outage, not one per try, and a line
+    when it LISTENs again, whereupon it wakes the claimers (notes may have been missed)."""
+    if not chaos_pg.running:
+        chaos_pg.start()
+    url = chaos_pg.url(chaos_pg.create_database())
+    woken: list[tuple[str | None, int | None]] = []
+    listener = Listener(url, {"q"}, lambda queue, bucket: woken.append((queue, bucket)),
+                        connect_timeout_s=2)
+    with caplog.at_level(logging.INFO, logger="shardq.worker"):
+        listener.start()
+        try:
+            wait_for(lambda: woken == [(None, None)], 30, what="the first LISTEN")
+            chaos_pg.outage(3.5)  # the listener tries again three or four times meanwhile
+            wait_for(lambda: len(woken) == 2, 30, what="the listener to come back")
+        finally:
+            listener.stop()
+    lines = [r.getMessage() for r in caplog.records if r.name == "shardq.worker"]
+    assert sum("LISTEN connection lost" in line for line in lines) == 1, lines
+    assert sum("LISTEN connection back" in line for line in lines) == 1, lines
