@@ -145,6 +145,7 @@ def test_kill_the_primary_mid_drain(cluster: Cluster, runs: Runs,
     writable_s = time.time() - killed_at
     time.sleep(AFTER_S)
     producers.stop()
+    stopped_at = time.time()
     _wait_drained(cluster)
     idle_at = time.time()
 
@@ -167,8 +168,8 @@ def test_kill_the_primary_mid_drain(cluster: Cluster, runs: Runs,
         primary_killed=old, enqueued=len(enqueued), failed_enqueue_calls=len(
             producers.failures), runs=len(ran), twice=len(dup),
         why={r: reasons.count(r) for r in set(reasons)}, writable_after_s=writable_s,
-        enqueues_paused_s=longest_gap_s(producers.returned_at, killed_at - 1, killed_at + 30),
-        runs_paused_s=longest_gap_s([r.at for r in ran], killed_at - 1, killed_at + 30),
+        enqueues_paused_s=longest_gap_s(producers.returned_at, killed_at, stopped_at),
+        runs_paused_s=longest_gap_s([r.at for r in ran], killed_at, stopped_at),
         steady_runs_per_s=steady, full_rate_after_s=back_s, drained_after_s=idle_at
         - killed_at, listeners=listening,
         capped_twice=len(twice(capped)), ticks=len(slots)))
@@ -210,6 +211,7 @@ def test_planned_switchover(cluster: Cluster, runs: Runs,
     switched_s = time.time() - started
     time.sleep(AFTER_S)
     producers.stop()
+    stopped_at = time.time()
     _wait_drained(cluster)
     _stop(daemons)
 
@@ -219,9 +221,9 @@ def test_planned_switchover(cluster: Cluster, runs: Runs,
     print("\nswitchover:", summary(
         from_=old, to=cluster.primary(), switchover_s=switched_s, enqueued=len(
             producers.numbers), failed_enqueue_calls=len(producers.failures),
-        runs=len(ran), twice=len(dup), enqueues_paused_s=longest_gap_s(
-            producers.returned_at, started, started + switched_s + AFTER_S),
-        runs_paused_s=longest_gap_s([r.at for r in ran], started, started + switched_s),
+        runs=len(ran), twice=len(dup), why=[why_twice(rs) for rs in dup.values()],
+        enqueues_paused_s=longest_gap_s(producers.returned_at, started, stopped_at),
+        runs_paused_s=longest_gap_s([r.at for r in ran], started, stopped_at),
         steady_runs_per_s=steady, full_rate_after_s=back_s))
     assert cluster.primary() != old
     assert producers.numbers - {r.n for r in ran} == set()
