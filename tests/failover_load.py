@@ -50,11 +50,15 @@ class Producers:
                          for c, r in zip(self.clients, self.records, strict=True)]
 
     def start(self) -> Producers:
+        """Start the producing threads."""
         for t in self._threads:
             t.start()
         return self
 
     def stop(self) -> None:
+        """Stop producing (once the batches in flight returned or failed); idempotent."""
+        if self._stop.is_set():
+            return
         self._stop.set()
         for t in self._threads:
             t.join(60)

@@ -81,6 +81,27 @@ def runs(databases: Databases) -> Runs:
 
 
 @pytest.fixture
+def client(cluster: Cluster) -> Iterator[shardq.Client]:
+    """A client of the cluster, on its multi-host URL."""
+    with shardq.Client(cluster.dsn()) as made:
+        yield made
+
+
+@pytest.fixture
+def load(cluster: Cluster) -> Iterator[Callable[[], Producers]]:
+    """Starts the producers on the cluster's multi-host URL; stops them after."""
+    started: list[Producers] = []
+
+    def start() -> Producers:
+        started.append(Producers(cluster.dsn()).start())
+        return started[-1]
+
+    yield start
+    for p in started:
+        p.stop()
+
+
+@pytest.fixture
 def workers(cluster: Cluster, runs: Runs) -> Iterator[Callable[[], list[Daemon]]]:
     """Starts two workers of the app on the cluster's multi-host URL; stops them after."""
     started: list[Daemon] = []
@@ -127,12 +148,12 @@ def _stop(daemons: list[Daemon]) -> None:
         assert code == 0, out[-3000:]
 
 
-def test_kill_the_primary_mid_drain(cluster: Cluster, runs: Runs,
-                                    workers: Callable[[], list[Daemon]]) -> None:
-    client = shardq.Client(cluster.dsn())
+def test_kill_the_primary_mid_drain(cluster: Cluster, runs: Runs, client: shardq.Client,
+                                    workers: Callable[[], list[Daemon]],
+                                    load: Callable[[], Producers]) -> None:
     client.set_limits(failover.CAPPED, max_running=MAX_RUNNING, create=True)
     daemons = workers()
-    producers = Producers(cluster.dsn()).start()
+    producers = load()
     time.sleep(STEADY_S)
     client.enqueue_many(failover.CAPPED, [{"task": failover.capped.name, "args": [n],
                                            "kwargs": {}} for n in range(CAPPED_TASKS)])
@@ -154,7 +175,6 @@ def test_kill_the_primary_mid_drain(cluster: Cluster, runs: Runs,
                       "WHERE query LIKE %s", ('%LISTEN "shardq"%',))[0][0]
     limit_after = client.limits(failover.CAPPED)
     _stop(daemons)
-    client.close()
 
     ran = runs.all(failover.QUEUE)
     enqueued = producers.numbers
@@ -198,12 +218,12 @@ def _assert_each_slot_once(slots: dict[str, set[str]]) -> None:
     assert seconds == list(range(seconds[0], seconds[-1] + 1)), "a slot was skipped"
 
 
-def test_planned_switchover(cluster: Cluster, runs: Runs,
-                            workers: Callable[[], list[Daemon]]) -> None:
+def test_planned_switchover(cluster: Cluster, runs: Runs, workers: Callable[[], list[Daemon]],
+                            load: Callable[[], Producers]) -> None:
     runs.clear()
     cluster.rejoin_all()  # the node killed by the test before
     daemons = workers()
-    producers = Producers(cluster.dsn()).start()
+    producers = load()
     time.sleep(STEADY_S)
     old = cluster.primary()
     started = time.time()
