@@ -156,7 +156,8 @@ PAGE_SAMPLE = ("stats_pages",)
 # Server checks (shardq doctor), LISTEN and the embedded server's set-up: PostgreSQL only,
 # taken as they are (shardq.core.sqlfiles.plain), never composed for CockroachDB.
 PLAIN_POSTGRESQL = ("doctor_version", "doctor_autovacuum", "doctor_oldest_snapshot",
-                    "doctor_connections", "backend_pid", "listen", "unlisten", "notify_probe",
+                    "doctor_connections", "backend_pid", "listen", "listen_check", "unlisten",
+                    "notify_probe",
                     "database_exists", "database_create")
 COMPOSED = CRDB_QUERIES + FRAGMENTS + POSTGRESQL_ONLY
 CLAIM_LIMIT = 25

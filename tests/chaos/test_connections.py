@@ -17,6 +17,7 @@ from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
 from shardq.worker.notifier import Listener
 from tests.chaos.pg import ThrowawayPostgres
+from tests.chaos.proxy import Proxy
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -99,3 +100,28 @@ def test_a_listener_says_once_that_it_lost_its_connection_and_comes_back(
     lines = [r.getMessage() for r in caplog.records if r.name == "shardq.worker"]
     assert sum("LISTEN connection lost" in line for line in lines) == 1, lines
     assert sum("LISTEN connection back" in line for line in lines) == 1, lines
+
+
+def test_a_listener_whose_server_went_silent_listens_again(
+        chaos_pg: ThrowawayPostgres, proxy: Proxy) -> None:
+    """A primary that dies without closing its connections (a crashed host) leaves the
+    LISTEN connection open and silent.  The listener checks a silent connection, finds
+    it dead, and LISTENs again on a server that answers: notes reach the worker again."""
+    if not chaos_pg.running:
+        chaos_pg.start()
+    db = chaos_pg.create_database()
+    woken: list[tuple[str | None, int | None]] = []
+    listener = Listener(proxy.url(db), {"q"}, lambda queue, bucket: woken.append(
+        (queue, bucket)), connect_timeout_s=2)
+    listener.start()
+    try:
+        wait_for(lambda: woken == [(None, None)], 30, what="the first LISTEN")
+        proxy.half_open(True)  # the open connection is frozen for good
+        time.sleep(0.5)
+        proxy.half_open(False)  # new connections go through
+        wait_for(lambda: len(woken) == 2, 30, what="the listener to LISTEN again")
+        with psycopg.connect(chaos_pg.url(db), autocommit=True) as conn:
+            conn.execute("SELECT pg_notify('shardq', 'q:3')")
+        wait_for(lambda: ("q", 3) in woken, 10, what="a note through the new connection")
+    finally:
+        listener.stop()
