@@ -3,15 +3,18 @@ worker's LISTEN connection through an outage."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
 import pytest
 
 import shardq
+from shardq.core import listen
 from shardq.core.config import ClientConfig
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
@@ -125,3 +128,63 @@ def test_a_listener_whose_server_went_silent_listens_again(
         wait_for(lambda: ("q", 3) in woken, 10, what="a note through the new connection")
     finally:
         listener.stop()
+
+
+def _notify_until(url: str, channel: str, payload: str, heard: Callable[[], bool]) -> bool:
+    """Send ``payload`` on ``channel`` every half second until ``heard()``; whether it was
+    heard within 20 s."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        for _ in range(40):
+            conn.execute("SELECT pg_notify(%s, %s)", (channel, payload))
+            if heard():
+                return True
+            time.sleep(0.5)
+    return heard()
+
+
+BACK = "the results listener is connected again"
+
+
+def test_a_results_listener_whose_server_went_silent_listens_again(
+        chaos_pg: ThrowawayPostgres, proxy: Proxy, caplog: pytest.LogCaptureFixture) -> None:
+    """The client's results listener (blocking and asyncio) checks a silent connection
+    too: after its server vanished without closing it, it connects again, and
+    notifications reach the waiting calls again."""
+    if not chaos_pg.running:
+        chaos_pg.start()
+    db = chaos_pg.create_database()
+
+    def back(times: int) -> bool:
+        return sum(BACK in r.getMessage() for r in caplog.records) >= times
+
+    caplog.set_level(logging.INFO, logger="shardq")
+    blocking = listen.Listener(proxy.url(db), "shardq_results", connect_timeout_s=2)
+    event = blocking.subscribe("p")
+    try:
+        proxy.half_open(True)
+        time.sleep(0.5)
+        proxy.half_open(False)
+        wait_for(lambda: back(1), 30, what="the blocking listener to connect again")
+        event.clear()  # set by the wake-ups of a lost and a new connection
+        assert _notify_until(chaos_pg.url(db), "shardq_results", "p", event.is_set)
+    finally:
+        blocking.close()
+
+    async def asyncio_listener() -> bool:
+        listener = listen.AsyncListener(proxy.url(db), "shardq_results", connect_timeout_s=2)
+        event = await listener.subscribe("p")
+        try:
+            proxy.half_open(True)
+            await asyncio.sleep(0.5)
+            proxy.half_open(False)
+            for _ in range(300):
+                if back(2):
+                    break
+                await asyncio.sleep(0.1)
+            event.clear()
+            return await asyncio.to_thread(_notify_until, chaos_pg.url(db), "shardq_results",
+                                           "p", event.is_set)
+        finally:
+            await listener.close()
+
+    assert asyncio.run(asyncio_listener()), "the asyncio listener heard nothing"
