@@ -11,8 +11,9 @@ A lost listening connection wakes every subscriber (what was announced meanwhile
 have been missed: they look again) and is opened anew after a pause; a connection
 silent for :data:`QUIET_CHECK_S` is checked, so one whose server vanished without
 closing it is found lost too.  Waiting calls look again on their own every second or
-so, so a listener that cannot connect delays them, never loses them.  :class:`Listener` is the blocking client's (a thread),
-:class:`AsyncListener` the asyncio client's (a task on its loop).
+so, so a listener that cannot connect delays them, never loses them.
+:class:`Listener` is the blocking client's (a thread), :class:`AsyncListener` the
+asyncio client's (a task on its loop).
 """
 
 from __future__ import annotations

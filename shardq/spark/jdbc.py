@@ -26,6 +26,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
+from shardq.core.dsn import authority
 from shardq.core.errors import ConfigError
 
 DRIVER = "org.postgresql.Driver"
@@ -137,14 +138,10 @@ def _url_of(settings: str) -> str:
         params = conninfo_to_dict(settings)
     except psycopg.ProgrammingError as exc:
         raise ConfigError(f"not a libpq URL or key=value settings: {exc}") from None
-    hosts = str(params.pop("host", "")).split(",")
-    ports = str(params.pop("port", "")).split(",")
-    if len(ports) != len(hosts):
-        ports = ports[:1] * len(hosts)
-    if any(not h or h.startswith("/") for h in hosts):
+    hosts = str(params.pop("host", ""))
+    if any(not h or h.startswith("/") for h in hosts.split(",")):
         return "postgresql://"  # a unix socket: refused below, as a URL naming one is
-    netloc = ",".join((f"[{h}]" if ":" in h else h) + (f":{p}" if p else "")
-                      for h, p in zip(hosts, ports, strict=True))
+    netloc = authority(hosts, str(params.pop("port", "")))
     user, password = params.pop("user", None), params.pop("password", None)
     if user:
         netloc = (quote(str(user), safe="")

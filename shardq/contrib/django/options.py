@@ -20,6 +20,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 
 from shardq.core.config import ClientConfig, load
+from shardq.core.dsn import authority
 from shardq.core.errors import ConfigError
 from shardq.core.rules import MAX_PRIORITY_S
 from shardq.core.validate import QUEUE_NAME
@@ -188,19 +189,10 @@ def url_of(database: Mapping[str, Any]) -> str:
         query.update(host=host, **({"port": port} if port else {}))
         netloc = credentials
     else:
-        netloc = credentials + _hosts(host, port)
+        netloc = credentials + authority(host, port)  # "db1,db2": a failover pair
     for key, value in (database.get("OPTIONS") or {}).items():
         if key not in DJANGO_ONLY and isinstance(value, str | int) and not isinstance(value, bool):
             query[key] = str(value)
     path = quote(str(database.get("NAME") or ""), safe="")
     return f"postgresql://{netloc}/{path}" + (f"?{urlencode(query)}" if query else "")
 
-
-def _hosts(host: str, port: str) -> str:
-    """``host:port`` for a URL; for a failover pair (HOST ``"h1,h2"``, PORT ``"p1,p2"`` or
-    one port for both, as libpq takes them) each host with its port."""
-    hosts, ports = host.split(","), port.split(",")
-    if len(ports) != len(hosts):
-        ports = ports[:1] * len(hosts)
-    return ",".join((f"[{h}]" if ":" in h else h) + (f":{p}" if p else "")
-                    for h, p in zip(hosts, ports, strict=True))
