@@ -45,6 +45,14 @@ crashed primary's host) leaves it open and silent for good."""
 E = TypeVar("E", threading.Event, asyncio.Event)
 
 
+def check(conn: psycopg.Connection[Any], watchdog: Watchdog, timeout_s: float) -> None:
+    """Ask the server of a listening connection silent for :data:`QUIET_CHECK_S` whether
+    it still answers; raises psycopg's error once the connection is found dead (the
+    watchdog cuts one whose server never answers within ``timeout_s``)."""
+    with watchdog.guard(conn, timeout_s):
+        conn.execute(sqlfiles.plain("listen_check"))
+
+
 class Subscribers(Generic[E]):
     """The events of the calls waiting, by payload (both listeners' bookkeeping)."""
 
@@ -180,10 +188,7 @@ class Listener:
             selector.register(self._wake_r, selectors.EVENT_READ)
             while not self._stop.is_set():
                 if not selector.select(QUIET_CHECK_S):
-                    # A silence: does the server still answer?  (Raises once it is
-                    # found dead; the watchdog cuts a connection that never answers.)
-                    with self._watchdog.guard(conn, self.connect_timeout_s):
-                        conn.execute(sqlfiles.plain("listen_check"))
+                    check(conn, self._watchdog, self.connect_timeout_s)
                     continue
                 # What the socket brought, read without waiting (timeout 0 reads once).
                 for note in conn.notifies(timeout=0):

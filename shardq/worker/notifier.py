@@ -13,17 +13,13 @@ import psycopg
 
 from shardq.core import sqlfiles
 from shardq.core.deadline import Watchdog
+from shardq.core.listen import QUIET_CHECK_S, check
 
 log = logging.getLogger("shardq.worker")
 
 CHANNEL = "shardq"
 RECONNECT_S = 1.0
 IDLE_CHECK_S = 1.0
-QUIET_CHECK_S = 5.0
-"""After this long without a notification the connection is checked: a query under a
-deadline of the connect timeout.  A primary that died without closing its connections
-(a crashed host, a partition) leaves the socket open and silent; without the check the
-worker would poll for good, never hearing the new primary's notes."""
 
 
 class Listener:
@@ -33,8 +29,8 @@ class Listener:
     with the queue and the bucket (or None).  On a lost connection it reconnects after
     a pause and calls ``on_notify(None, None)``, since notifications may have been
     missed; polling covers the gap either way.  A connection silent for
-    :data:`QUIET_CHECK_S` is checked, so one whose server vanished without closing it
-    is found lost too (see :mod:`shardq.core.deadline`).
+    :data:`shardq.core.listen.QUIET_CHECK_S` is checked, so one whose server vanished
+    without closing it is found lost too.
     """
 
     def __init__(self, dsn: str, queues: set[str],
@@ -88,7 +84,9 @@ class Listener:
                 queue, _, bucket = note.payload.partition(":")
                 if queue in self.queues:
                     self.on_notify(queue, int(bucket) if bucket.isdigit() else None)
+            # A primary that died without closing its connections (a crashed host)
+            # leaves this one open and silent: the worker would poll for good, never
+            # hearing the new primary's notes.
             if time.monotonic() - heard_at >= QUIET_CHECK_S:
-                with self._watchdog.guard(conn, self.connect_timeout):
-                    conn.execute(sqlfiles.plain("listen_check"))
+                check(conn, self._watchdog, self.connect_timeout)
                 heard_at = time.monotonic()
