@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import os
 
+import psycopg
 from alembic import context
-from sqlalchemy import Connection, create_engine, pool, text
+from sqlalchemy import Connection, Engine, create_engine, pool, text
 
 from shardq.core import dialect
+from shardq.core.boundary import normalize_dsn
 from shardq.core.config import DEFAULT_BUCKET_COUNT, MAX_BUCKET_COUNT
 
 VERSION_TABLE = "shardq_alembic_version"
@@ -27,16 +29,28 @@ def _x(name: str) -> str | None:
     return value
 
 
-def _sqlalchemy_url(dsn: str) -> str:
-    """Turn a libpq URL into a SQLAlchemy URL for the psycopg 3 driver."""
-    scheme, sep, rest = dsn.partition("://")
-    if not sep:
-        raise SystemExit(f"shardq: the DSN must be a URL (postgresql://...), got {scheme!r}")
-    if scheme.startswith("cockroachdb"):
-        return f"cockroachdb+psycopg://{rest}"
-    if scheme in ("postgres", "postgresql", "postgresql+psycopg"):
-        return f"postgresql+psycopg://{rest}"
-    raise SystemExit(f"shardq: unsupported DSN scheme {scheme!r}")
+def _dialect_url(dsn: str) -> str:
+    """The SQLAlchemy URL that names the dialect of ``dsn``, and nothing else: libpq
+    reads the DSN itself (see :func:`_engine`).  ``cockroachdb://`` selects
+    CockroachDB's; a ``postgresql://`` URL or libpq's ``key=value`` settings PostgreSQL's."""
+    scheme, sep, _ = dsn.partition("://")
+    if sep and scheme.startswith("cockroachdb"):
+        return "cockroachdb+psycopg://"
+    if sep and scheme not in ("postgres", "postgresql", "postgresql+psycopg"):
+        raise SystemExit(f"shardq: unsupported DSN scheme {scheme!r}")
+    return "postgresql+psycopg://"
+
+
+def _engine(dsn: str, url: str) -> Engine:
+    """An engine of dialect ``url`` whose connections libpq opens from ``dsn`` as it is.
+
+    SQLAlchemy's own URL parser reads one host and one port: a multi-host URL
+    (``postgresql://u@h1:5432,h2:5432/db?target_session_attrs=read-write``, for a
+    failover pair) or libpq's ``key=value`` settings would not reach libpq whole.
+    """
+    libpq = normalize_dsn(dsn)
+    return create_engine(url, poolclass=pool.NullPool,
+                         creator=lambda: psycopg.connect(libpq))
 
 
 def _dsn() -> str:
@@ -95,7 +109,7 @@ context.config.attributes.update(
 def run_migrations_offline() -> None:
     """Render the DDL as SQL text (``alembic upgrade head --sql``)."""
     context.configure(
-        url=_sqlalchemy_url(_dsn()),
+        url=_dialect_url(_dsn()),
         literal_binds=True,
         version_table=VERSION_TABLE,
         transaction_per_migration=True,
@@ -104,24 +118,24 @@ def run_migrations_offline() -> None:
         context.run_migrations()
 
 
-def _engine_url(url: str) -> str:
+def _engine_url(dsn: str) -> str:
     """Switch to the CockroachDB dialect when the server turns out to be CockroachDB."""
+    url = _dialect_url(dsn)
     if url.startswith("cockroachdb"):
         return url
-    probe = create_engine(url, poolclass=pool.NullPool)
+    probe = _engine(dsn, url)
     try:
         with probe.connect() as conn:
             version = str(conn.exec_driver_sql("SELECT version()").scalar())
     finally:
         probe.dispose()
-    if "CockroachDB" in version:
-        return "cockroachdb+psycopg://" + url.partition("://")[2]
-    return url
+    return "cockroachdb+psycopg://" if "CockroachDB" in version else url
 
 
 def run_migrations_online() -> None:
     """Apply the migrations to the database."""
-    engine = create_engine(_engine_url(_sqlalchemy_url(_dsn())), poolclass=pool.NullPool)
+    dsn = _dsn()
+    engine = _engine(dsn, _engine_url(dsn))
     with engine.connect() as connection:
         context.configure(
             connection=connection,

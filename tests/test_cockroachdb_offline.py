@@ -157,8 +157,9 @@ PAGE_SAMPLE = ("stats_pages",)
 # the embedded server's set-up and the grants of `shardq migrate --grants`: PostgreSQL
 # only, taken as they are (shardq.core.sqlfiles.plain), never composed for CockroachDB.
 PLAIN_POSTGRESQL = ("doctor_version", "doctor_autovacuum", "doctor_oldest_snapshot",
-                    "doctor_connections", "doctor_prepared", "backend_pid", "listen", "unlisten",
-                    "notify_probe", "database_exists", "database_create", "schema_access",
+                    "doctor_connections", "doctor_prepared", "backend_pid", "listen",
+                    "listen_check", "unlisten", "notify_probe", "database_exists",
+                    "database_create", "schema_access",
                     "grants_owner", "grants_read", "grants_write", "grants_maintain",
                     "grants_spark")
 # PgBouncer's admin console (shardq doctor, through a pooler): its commands, not SQL.

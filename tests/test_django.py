@@ -331,6 +331,12 @@ def test_database_settings_become_a_libpq_url() -> None:
     assert conninfo_to_dict(socket) == {"dbname": "shop", "host": "/var/run/postgresql",
                                         "port": "5433"}
     assert conninfo_to_dict(url_of({"NAME": "shop", "HOST": "::1"}))["host"] == "::1"
+    pair = url_of({"NAME": "shop", "HOST": "db1,db2", "PORT": "5432,5433",
+                   "OPTIONS": {"target_session_attrs": "read-write"}})
+    assert conninfo_to_dict(pair) == {"dbname": "shop", "host": "db1,db2", "port": "5432,5433",
+                                      "target_session_attrs": "read-write"}
+    one_port = conninfo_to_dict(url_of({"NAME": "shop", "HOST": "db1,db2", "PORT": 6432}))
+    assert (one_port["host"], one_port["port"]) == ("db1,db2", "6432,6432")
 
 
 @pytest.mark.parametrize(("given", "message"), [

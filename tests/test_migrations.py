@@ -11,10 +11,12 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import shardq
 from shardq.core import migrate
 from shardq.core.dialect import bucket_sql
+from tests.helpers import free_port
 
 pytestmark = pytest.mark.server
 
@@ -146,3 +148,21 @@ def test_sql_rendering_prints_the_ddl() -> None:
     assert "CREATE TABLE IF NOT EXISTS shardq.tasks" in text
     assert "GENERATED ALWAYS AS" in text
     assert "fillfactor = 90" in text
+
+
+def test_a_failover_pair_and_key_value_settings_migrate(databases: Any) -> None:
+    """libpq reads the DSN itself: a list of hosts (the first one down, as a failed
+    primary is) and ``key=value`` settings migrate like a plain URL."""
+    url = databases.create(migrated=False)
+    params = conninfo_to_dict(url)
+    host, port = str(params.get("host") or "localhost"), str(params.get("port") or "5432")
+    down = "/nonexistent-shardq" if host.startswith("/") else "127.0.0.1"
+    pair = make_conninfo(url, host=f"{down},{host}", port=f"{free_port()},{port}")
+    with open(os.devnull, "w") as sink:
+        migrate.upgrade(pair, output=sink)
+    assert migrate.current(pair) == migrate.head()
+    if not host.startswith("/"):  # the URL form names hosts in its authority
+        user = params.get("user", "postgres")
+        netloc = f"{user}@127.0.0.1:{free_port()},{host}:{port}"
+        assert migrate.current(f"postgresql://{netloc}/{params['dbname']}"
+                               "?target_session_attrs=read-write") == migrate.head()

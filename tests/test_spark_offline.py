@@ -52,7 +52,12 @@ def test_shardq_spark_imports_without_pyspark_and_says_what_to_install() -> None
     ("postgresql://u@[::1]:5433/db", "jdbc:postgresql://[::1]:5433/db", {"user": "u"},
      "postgresql"),
     ("postgresql://h1:5432,h2:5433/db?target_session_attrs=read-write&user=me",
-     "jdbc:postgresql://h1:5432,h2:5433/db?targetServerType=read-write", {"user": "me"},
+     "jdbc:postgresql://h1:5432,h2:5433/db?targetServerType=primary", {"user": "me"},
+     "postgresql"),
+    ("host=h1,h2 port=5432,5433 dbname=db user=me password=a/b target_session_attrs=standby",
+     "jdbc:postgresql://h1:5432,h2:5433/db?targetServerType=secondary",
+     {"user": "me", "password": "a/b"}, "postgresql"),
+    ("host=h1,h2 port=6432 dbname=db", "jdbc:postgresql://h1:6432,h2:6432/db", {},
      "postgresql"),
     ("postgresql://me@dbhost", "jdbc:postgresql://dbhost/me", {"user": "me"}, "postgresql"),
     # TLS: verify-full carries its CA file; libpq's require with a CA file checks the
@@ -73,6 +78,12 @@ def test_libpq_urls_become_jdbc_urls(url: str, jdbc: str, properties: dict[str, 
     assert (target.jdbc_url, target.properties, target.dialect) == (jdbc, properties, dialect)
 
 
+def test_a_failover_pair_maps_back_to_libpq() -> None:
+    target = jdbc_target("postgresql://me@h1:5432,h2:5433/db?target_session_attrs=read-write")
+    assert libpq_url(target.jdbc_url, target.properties) == (
+        "postgresql://me@h1:5432,h2:5433/db?target_session_attrs=read-write")
+
+
 def test_jdbc_urls_are_taken_as_they_are_and_map_back_to_libpq() -> None:
     jdbc = "jdbc:postgresql://db:5432/app?sslmode=verify-full&user=ada&password=a%2Fb"
     assert jdbc_target(jdbc).jdbc_url == jdbc
@@ -89,6 +100,8 @@ def test_jdbc_urls_are_taken_as_they_are_and_map_back_to_libpq() -> None:
     ("postgresql:///test?host=/var/run/postgresql", "TCP address"),
     ("postgresql://postgres@/test", "TCP address"),
     ("mysql://h/db", "postgresql:// or cockroachdb://"),
+    ("host=/var/run/postgresql dbname=test", "TCP address"),
+    ("host=h1 dbname=db target_session_attrs=prefer-primary", "no JDBC equivalent"),
     ("jdbc:mysql://h/db", "jdbc:postgresql://"),
 ])
 def test_urls_jdbc_cannot_use_are_refused(url: str, message: str) -> None:

@@ -32,7 +32,7 @@ from shardq.core.boundary import (
     unavailable,
 )
 from shardq.core.config import ClientConfig
-from shardq.core.errors import is_connection_loss, is_lost_statement
+from shardq.core.errors import is_connection_loss, is_lost_statement, is_read_only
 from shardq.core.listen import AsyncListener, Listeners
 from shardq.core.plan import (
     CopyIn,
@@ -263,24 +263,34 @@ class AsyncDatabase:
         try:
             async with asyncio.timeout(self.statement_timeout_s):
                 return await drive(plan.steps(), conn, own=True)
-        except psycopg.ProgrammingError as exc:
-            if is_lost_statement(exc) and self.prepare_threshold is not None:
-                # As the blocking runner: prepare none from now on (see shardq.core.pooler).
-                self.prepare_threshold = None
-                stopped_preparing(exc)
-            raise
         except TimeoutError as exc:
             await conn.close()  # mid-statement: never hand it out again
             raise overran(self.statement_timeout_s + plan.wait_s) from exc
-        except psycopg.OperationalError as exc:
-            if is_connection_loss(exc):
-                # As the blocking runner: a server gone ends every connection, so the
-                # idle ones are replaced too rather than handed out to fail one by one.
-                await pool.drain()
+        except psycopg.Error as exc:
+            await self._failed(exc, conn, pool)
             raise
         finally:
             await pool.putconn(conn)
             self._turns.release()
+
+    async def _failed(self, exc: psycopg.Error, conn: AConn, pool: AsyncConnectionPool[AConn]
+                      ) -> None:
+        """What a failure of work on ``conn`` tells of the pool's other connections (as the
+        blocking runner's ``_failed``)."""
+        if isinstance(exc, psycopg.OperationalError):
+            if is_connection_loss(exc):
+                # A server gone ends every connection: the idle ones are replaced too
+                # rather than handed out to fail one by one.
+                await pool.drain()
+        elif is_lost_statement(exc):
+            if self.prepare_threshold is not None:
+                # Prepare none from now on (see shardq.core.pooler).
+                self.prepare_threshold = None
+                stopped_preparing(exc)
+        elif is_read_only(exc):
+            # A standby now (a switchover): every connection to it is of no use.
+            await conn.close()
+            await pool.drain()
 
     async def close(self) -> None:
         """Close every pooled connection, and the listening one."""

@@ -34,7 +34,7 @@ from shardq.core.boundary import (
 from shardq.core.config import ClientConfig
 from shardq.core.copyio import EndThenWork
 from shardq.core.deadline import Guard, Watchdog
-from shardq.core.errors import is_connection_loss, is_lost_statement
+from shardq.core.errors import is_connection_loss, is_lost_statement, is_read_only
 from shardq.core.listen import Listener, Listeners
 from shardq.core.plan import (
     CopyIn,
@@ -311,25 +311,36 @@ class Database:
         try:
             with self._watchdog.guard(conn, deadline) as guard:
                 return work(conn)
-        except psycopg.ProgrammingError as exc:
-            if is_lost_statement(exc):
-                self._stop_preparing(exc)
-            raise
-        except psycopg.OperationalError as exc:
-            if self._bound_s is not None and (is_connection_loss(exc)
-                                              or (guard is not None and guard.cut)):
-                self._unreachable = True
-            if guard is not None and guard.cut:
-                raise overran(deadline) from exc
-            if is_connection_loss(exc):
-                # The server may have gone (a restart ends every connection): replace
-                # the idle ones too rather than hand them out to fail one by one.
-                self.pool.drain()
-            raise
+        except psycopg.Error as exc:
+            failure = self._failed(exc, conn, guard is not None and guard.cut, deadline)
+            if failure is exc:
+                raise
+            raise failure from exc
         finally:
             if guard is not None and guard.cut:
                 conn.close()  # cut, perhaps after the work ended: never hand it out again
             self.pool.putconn(conn)
+
+    def _failed(self, exc: psycopg.Error, conn: Conn, cut: bool, deadline: float
+                ) -> Exception:
+        """What a failure of work on ``conn`` means (``cut``: by its deadline), and what
+        it tells of the pool's other connections."""
+        if isinstance(exc, psycopg.OperationalError):
+            if self._bound_s is not None and (is_connection_loss(exc) or cut):
+                self._unreachable = True
+            if cut:
+                return overran(deadline)
+            if is_connection_loss(exc):
+                # The server may have gone (a restart ends every connection): replace
+                # the idle ones too rather than hand them out to fail one by one.
+                self.pool.drain()
+        elif is_lost_statement(exc):
+            self._stop_preparing(exc)
+        elif is_read_only(exc):
+            # A standby now (a switchover): every connection to it is of no use.
+            conn.close()
+            self.pool.drain()
+        return exc
 
     def close(self) -> None:
         """Close every pooled connection (within what is left of a :meth:`finish_within`)."""

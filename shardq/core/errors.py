@@ -152,10 +152,22 @@ def is_disk_full(exc: BaseException) -> bool:
 
 def is_transient(exc: BaseException) -> bool:
     """Failures after which the same work certainly may run again: serialization
-    failures (SQLSTATE 40001), which roll the transaction back."""
+    failures (SQLSTATE 40001), which roll the transaction back, and writes a read-only
+    server refused (see :func:`is_read_only`)."""
     from psycopg import errors as pg_errors
 
-    return isinstance(exc, pg_errors.SerializationFailure)
+    return isinstance(exc, pg_errors.SerializationFailure) or is_read_only(exc)
+
+
+def is_read_only(exc: BaseException) -> bool:
+    """A write refused because the server is read-only (SQLSTATE 25006): a standby, or a
+    primary on its way to becoming one (a planned switchover first makes it refuse
+    writes, then restarts it).  Nothing was written: the statement, and its transaction,
+    failed before changing anything.  The connection is to the wrong server, and a new
+    one finds the primary when the DSN asks for ``target_session_attrs=read-write``."""
+    from psycopg import errors as pg_errors
+
+    return isinstance(exc, pg_errors.ReadOnlySqlTransaction)
 
 
 def is_connection_loss(exc: BaseException) -> bool:
@@ -202,4 +214,8 @@ def map_db_error(exc: psycopg.Error, role: str | None = None) -> ShardqError:
         if broken:
             return InvalidTask(": ".join(broken))
         return InvalidTask(f"the database refused the task: {exc.diag.message_primary}")
+    if is_read_only(exc):
+        return DatabaseError(f"{exc.diag.message_primary}: the server is read-only (a standby?); "
+                             "name the primary, or every node with "
+                             "target_session_attrs=read-write")
     return DatabaseError(str(exc).strip() or type(exc).__name__)

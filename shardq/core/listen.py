@@ -8,10 +8,12 @@ connects at the first subscription, on a connection of its own (never the pool's
 wakes the subscribers of each payload it hears.
 
 A lost listening connection wakes every subscriber (what was announced meanwhile may
-have been missed: they look again) and is opened anew after a pause; waiting calls
-look again on their own every second or so, so a listener that cannot connect delays
-them, never loses them.  :class:`Listener` is the blocking client's (a thread),
-:class:`AsyncListener` the asyncio client's (a task on its loop).
+have been missed: they look again) and is opened anew after a pause; a connection
+silent for :data:`QUIET_CHECK_S` is checked, so one whose server vanished without
+closing it is found lost too.  Waiting calls look again on their own every second or
+so, so a listener that cannot connect delays them, never loses them.
+:class:`Listener` is the blocking client's (a thread), :class:`AsyncListener` the
+asyncio client's (a task on its loop).
 """
 
 from __future__ import annotations
@@ -29,13 +31,26 @@ import psycopg
 
 from shardq.core import sqlfiles
 from shardq.core.boundary import connect_kwargs
+from shardq.core.deadline import Watchdog
 
 log = logging.getLogger("shardq")
 
 RECONNECT_S = 1.0
 """The pause before a lost listening connection is opened again."""
+QUIET_CHECK_S = 5.0
+"""After this long without a notification the listening connection is checked (a query
+under a deadline of the connect timeout): a server that vanished without closing it (a
+crashed primary's host) leaves it open and silent for good."""
 
 E = TypeVar("E", threading.Event, asyncio.Event)
+
+
+def check(conn: psycopg.Connection[Any], watchdog: Watchdog, timeout_s: float) -> None:
+    """Ask the server of a listening connection silent for :data:`QUIET_CHECK_S` whether
+    it still answers; raises psycopg's error once the connection is found dead (the
+    watchdog cuts one whose server never answers within ``timeout_s``)."""
+    with watchdog.guard(conn, timeout_s):
+        conn.execute(sqlfiles.plain("listen_check"))
 
 
 class Subscribers(Generic[E]):
@@ -73,7 +88,7 @@ class Outage:
     def __init__(self) -> None:
         self.told = False
 
-    def failed(self, exc: psycopg.Error) -> None:
+    def failed(self, exc: Exception) -> None:
         """A connection failed, or could not be made."""
         if not self.told:
             self.told = True
@@ -101,6 +116,7 @@ class Listener:
         self._thread: threading.Thread | None = None
         # Written to on close: wakes the thread from its wait on the connection's socket.
         self._wake_r, self._wake_w = socket.socketpair()
+        self._watchdog = Watchdog("shardq-results-listen-deadline")
 
     def subscribe(self, payload: str) -> threading.Event:
         """An event set when ``payload`` is heard from now on (once the listener
@@ -171,7 +187,9 @@ class Listener:
             selector.register(conn.fileno(), selectors.EVENT_READ)
             selector.register(self._wake_r, selectors.EVENT_READ)
             while not self._stop.is_set():
-                selector.select()
+                if not selector.select(QUIET_CHECK_S):
+                    check(conn, self._watchdog, self.connect_timeout_s)
+                    continue
                 # What the socket brought, read without waiting (timeout 0 reads once).
                 for note in conn.notifies(timeout=0):
                     with self._lock:
@@ -231,13 +249,23 @@ class AsyncListener:
                     self._tried.set()
                     self._outage.over()
                     self._wake_all()
-                    async for note in conn.notifies():
-                        self._subscribers.heard(note.payload)
-            except psycopg.Error as exc:
+                    await self._serve(conn)
+            except (psycopg.Error, TimeoutError) as exc:
                 self._tried.set()
                 self._wake_all()
                 self._outage.failed(exc)
                 await asyncio.sleep(RECONNECT_S)
+
+
+    async def _serve(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        while True:
+            heard = False
+            async for note in conn.notifies(timeout=QUIET_CHECK_S):
+                heard = True
+                self._subscribers.heard(note.payload)
+            if not heard:  # a silence: does the server still answer?
+                async with asyncio.timeout(self.connect_timeout_s):
+                    await conn.execute(sqlfiles.plain("listen_check"))
 
 
 L = TypeVar("L", Listener, AsyncListener)

@@ -23,6 +23,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from shardq.core.dsn import authority
 from shardq.core.errors import ConfigError
 
 DRIVER = "org.postgresql.Driver"
@@ -46,6 +50,15 @@ _LIBPQ_TO_JDBC = {
 }
 _JDBC_TO_LIBPQ = {v: k for k, v in _LIBPQ_TO_JDBC.items()}
 SYSTEM_CAS = "org.postgresql.ssl.DefaultJavaSSLFactory"  # the JVM's trust store
+# libpq's target_session_attrs as pgjdbc's targetServerType names them: pgjdbc's
+# "primary" is a server that takes writes (libpq's "read-write"), its "secondary" one that
+# does not.  pgjdbc refuses libpq's words ("Invalid targetServerType value").
+_SESSION_ATTRS_TO_JDBC = {"any": "any", "read-write": "primary", "primary": "primary",
+                          "read-only": "secondary", "standby": "secondary",
+                          "prefer-standby": "preferSecondary"}
+_JDBC_TO_SESSION_ATTRS = {"any": "any", "primary": "read-write", "master": "read-write",
+                          "secondary": "read-only", "slave": "read-only",
+                          "preferSecondary": "prefer-standby", "preferSlave": "prefer-standby"}
 _SCHEMES = ("postgresql", "postgres", "cockroachdb")
 
 
@@ -59,8 +72,11 @@ class Target:
 
 
 def jdbc_target(url: str) -> Target:
-    """Turn a libpq URL (``postgresql://user:pass@host:port/db?sslmode=...``) into a JDBC URL
-    and properties; ``cockroachdb://`` marks the engine as CockroachDB.
+    """Turn a libpq URL (``postgresql://user:pass@host:port/db?sslmode=...``), or libpq's
+    ``key=value`` settings, into a JDBC URL and properties; ``cockroachdb://`` marks the
+    engine as CockroachDB.  Every host of a multi-host URL is kept, and
+    ``target_session_attrs`` becomes pgjdbc's ``targetServerType`` (``read-write``:
+    ``primary``), so the writer finds the primary of a failover pair as psycopg does.
 
     A ``jdbc:postgresql://`` URL is taken as it is (user and password may sit in its
     query string).  Unix-socket URLs are refused: JDBC speaks TCP only.  TLS parameters
@@ -72,6 +88,8 @@ def jdbc_target(url: str) -> Target:
         if not url.startswith("jdbc:postgresql://"):
             raise ConfigError(f"only jdbc:postgresql:// URLs are supported, got {url[:20]!r}")
         return Target(url, {}, "postgresql")
+    if "://" not in url:
+        url = _url_of(url)
     parts = urlsplit(url)
     scheme = parts.scheme.split("+")[0]
     if scheme not in _SCHEMES:
@@ -81,21 +99,40 @@ def jdbc_target(url: str) -> Target:
     if query.pop("host", "").startswith("/") or not parts.hostname:
         raise ConfigError("Spark's JDBC writer needs a TCP address (host:port); "
                           "a unix-socket URL cannot be used")
-    properties: dict[str, str] = {}
-    if parts.username:
-        properties["user"] = unquote(parts.username)
-    if parts.password is not None:
-        properties["password"] = unquote(parts.password)
-    for name in ("user", "password"):
-        if name in query:
-            properties[name] = query.pop(name)
-    params = {_LIBPQ_TO_JDBC.get(k, k): v for k, v in _tls_as_pgjdbc(query).items()}
+    properties = _credentials(parts.username, parts.password, query)
+    params = _jdbc_params(query)
+    # Every host:port of a multi-host URL: pgjdbc tries them in turn, as libpq does.
     host = parts.netloc.rpartition("@")[2]
     database = parts.path.lstrip("/") or properties.get("user", "postgres")
     jdbc = f"jdbc:postgresql://{host}/{quote(unquote(database), safe='')}"
     if params:
         jdbc += "?" + urlencode(params)
     return Target(jdbc, properties, "cockroachdb" if scheme == "cockroachdb" else "postgresql")
+
+
+def _credentials(username: str | None, password: str | None,
+                 query: dict[str, str]) -> dict[str, str]:
+    """The user and password of a URL, as JDBC properties (taken out of ``query``)."""
+    properties: dict[str, str] = {}
+    if username:
+        properties["user"] = unquote(username)
+    if password is not None:
+        properties["password"] = unquote(password)
+    for name in ("user", "password"):
+        if name in query:
+            properties[name] = query.pop(name)
+    return properties
+
+
+def _jdbc_params(query: dict[str, str]) -> dict[str, str]:
+    """A libpq URL's query parameters under pgjdbc's names (and values)."""
+    if "target_session_attrs" in query:
+        attrs = query["target_session_attrs"]
+        if attrs not in _SESSION_ATTRS_TO_JDBC:
+            raise ConfigError(f"target_session_attrs={attrs!r} has no JDBC equivalent (use one "
+                              f"of {', '.join(_SESSION_ATTRS_TO_JDBC)})")
+        query = {**query, "target_session_attrs": _SESSION_ATTRS_TO_JDBC[attrs]}
+    return {_LIBPQ_TO_JDBC.get(k, k): v for k, v in _tls_as_pgjdbc(query).items()}
 
 
 def _tls_as_pgjdbc(query: dict[str, str]) -> dict[str, str]:
@@ -115,6 +152,26 @@ def _tls_as_pgjdbc(query: dict[str, str]) -> dict[str, str]:
     return found
 
 
+def _url_of(settings: str) -> str:
+    """libpq's ``key=value`` settings as a URL: each host with its port (one port for
+    every host when one is given), the other settings in the query string."""
+    try:
+        params = conninfo_to_dict(settings)
+    except psycopg.ProgrammingError as exc:
+        raise ConfigError(f"not a libpq URL or key=value settings: {exc}") from None
+    hosts = str(params.pop("host", ""))
+    if any(not h or h.startswith("/") for h in hosts.split(",")):
+        return "postgresql://"  # a unix socket: refused below, as a URL naming one is
+    netloc = authority(hosts, str(params.pop("port", "")))
+    user, password = params.pop("user", None), params.pop("password", None)
+    if user:
+        netloc = (quote(str(user), safe="")
+                  + (f":{quote(str(password), safe='')}" if password else "") + "@" + netloc)
+    path = quote(str(params.pop("dbname", "")), safe="")
+    query = urlencode({k: str(v) for k, v in params.items()})
+    return f"postgresql://{netloc}/{path}" + (f"?{query}" if query else "")
+
+
 def libpq_url(jdbc_url: str, properties: Mapping[str, str] | None = None) -> str:
     """The libpq URL (for psycopg) of a ``jdbc:postgresql://`` URL and its properties."""
     if not jdbc_url.startswith("jdbc:postgresql://"):
@@ -129,6 +186,10 @@ def libpq_url(jdbc_url: str, properties: Mapping[str, str] | None = None) -> str
     params = {_JDBC_TO_LIBPQ[k]: v for k, v in query.items() if k in _JDBC_TO_LIBPQ}
     if query.get("sslfactory") == SYSTEM_CAS:
         params.setdefault("sslrootcert", "system")
+    if "target_session_attrs" in params:
+        attrs = _JDBC_TO_SESSION_ATTRS.get(params.pop("target_session_attrs"))
+        if attrs is not None:  # preferPrimary: libpq has nothing like it
+            params["target_session_attrs"] = attrs
     out = f"postgresql://{auth}{parts.netloc}{parts.path}"
     return out + ("?" + urlencode(params) if params else "")
 

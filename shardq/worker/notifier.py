@@ -5,11 +5,15 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable
+from typing import Any
 
 import psycopg
 
 from shardq.core import sqlfiles
+from shardq.core.deadline import Watchdog
+from shardq.core.listen import QUIET_CHECK_S, check
 
 log = logging.getLogger("shardq.worker")
 
@@ -24,7 +28,9 @@ class Listener:
     Each notification carries ``queue`` or ``queue:bucket``; ``on_notify`` is called
     with the queue and the bucket (or None).  On a lost connection it reconnects after
     a pause and calls ``on_notify(None, None)``, since notifications may have been
-    missed; polling covers the gap either way.
+    missed; polling covers the gap either way.  A connection silent for
+    :data:`shardq.core.listen.QUIET_CHECK_S` is checked, so one whose server vanished
+    without closing it is found lost too.
     """
 
     def __init__(self, dsn: str, queues: set[str],
@@ -34,6 +40,7 @@ class Listener:
         self.connect_timeout = max(2, math.ceil(connect_timeout_s))  # libpq: whole seconds
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="shardq-listen", daemon=True)
+        self._watchdog = Watchdog("shardq-listen-deadline")
 
     def start(self) -> None:
         """Start listening."""
@@ -47,17 +54,39 @@ class Listener:
             self._thread.join(timeout=timeout_s)
 
     def _run(self) -> None:
+        lost = False  # told of a lost connection: said once, not at every reconnection
         while not self._stop.is_set():
             try:
                 with psycopg.connect(self.dsn, autocommit=True,
                                      connect_timeout=self.connect_timeout) as conn:
-                    conn.execute(sqlfiles.plain("listen", channel=CHANNEL))
+                    with self._watchdog.guard(conn, self.connect_timeout):
+                        conn.execute(sqlfiles.plain("listen", channel=CHANNEL))
+                    if lost:
+                        lost = False
+                        log.info("LISTEN connection back (%s:%s)", conn.info.host,
+                                 conn.info.port)
                     self.on_notify(None, None)
-                    while not self._stop.is_set():
-                        for note in conn.notifies(timeout=IDLE_CHECK_S):
-                            queue, _, bucket = note.payload.partition(":")
-                            if queue in self.queues:
-                                self.on_notify(queue, int(bucket) if bucket.isdigit() else None)
+                    self._serve(conn)
             except psycopg.Error as exc:
-                log.warning("LISTEN connection lost (%s); polling until it is back", exc)
+                if not lost:
+                    lost = True
+                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc
+                    log.warning("LISTEN connection lost (%s); polling until it is back", first)
                 self._stop.wait(RECONNECT_S)
+
+    def _serve(self, conn: psycopg.Connection[Any]) -> None:
+        """Hand each note heard on ``conn`` on; check the connection after a silence
+        (raises psycopg's error once it is found dead)."""
+        heard_at = time.monotonic()
+        while not self._stop.is_set():
+            for note in conn.notifies(timeout=IDLE_CHECK_S):
+                heard_at = time.monotonic()
+                queue, _, bucket = note.payload.partition(":")
+                if queue in self.queues:
+                    self.on_notify(queue, int(bucket) if bucket.isdigit() else None)
+            # A primary that died without closing its connections (a crashed host)
+            # leaves this one open and silent: the worker would poll for good, never
+            # hearing the new primary's notes.
+            if time.monotonic() - heard_at >= QUIET_CHECK_S:
+                check(conn, self._watchdog, self.connect_timeout)
+                heard_at = time.monotonic()

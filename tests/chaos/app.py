@@ -41,17 +41,22 @@ _local = threading.local()
 
 def _log(n: int, outcome: str) -> None:
     task = shardq.current().task
-    row = (uuid.uuid4(), task.id, n, os.getpid(), task.attempts, outcome)
+    record(os.environ["CHAOS_LOG_DSN"],
+           "INSERT INTO public.chaos_runs (run_id, task_id, n, pid, attempt, outcome) "
+           "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (run_id) DO NOTHING",
+           (uuid.uuid4(), task.id, n, os.getpid(), task.attempts, outcome))
+
+
+def record(dsn: str, query: str, row: tuple[object, ...]) -> None:
+    """Run ``query`` with ``row`` on ``dsn``, over the handler thread's own connection,
+    again until it lands (up to LOG_RETRY_S): the query must be idempotent (by a run id)."""
     deadline = time.monotonic() + LOG_RETRY_S
     while True:
         try:
             conn = getattr(_local, "conn", None)
             if conn is None or conn.closed:
-                conn = _local.conn = psycopg.connect(os.environ["CHAOS_LOG_DSN"],
-                                                     autocommit=True, connect_timeout=5)
-            conn.execute("INSERT INTO public.chaos_runs (run_id, task_id, n, pid, attempt, "
-                         "outcome) VALUES (%s, %s, %s, %s, %s, %s) "
-                         "ON CONFLICT (run_id) DO NOTHING", row)
+                conn = _local.conn = psycopg.connect(dsn, autocommit=True, connect_timeout=5)
+            conn.execute(query, row)
             return
         except psycopg.OperationalError:
             _local.conn = None

@@ -20,6 +20,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 
 from shardq.core.config import ClientConfig, load
+from shardq.core.dsn import authority
 from shardq.core.errors import ConfigError
 from shardq.core.rules import MAX_PRIORITY_S
 from shardq.core.validate import QUEUE_NAME
@@ -186,12 +187,12 @@ def url_of(database: Mapping[str, Any]) -> str:
     query: dict[str, str] = {}
     if host.startswith("/"):  # a Unix socket's directory: only the query can hold it
         query.update(host=host, **({"port": port} if port else {}))
-        host = port = ""
-    elif ":" in host:  # an IPv6 address
-        host = f"[{host}]"
-    netloc = credentials + host + (f":{port}" if port else "")
+        netloc = credentials
+    else:
+        netloc = credentials + authority(host, port)  # "db1,db2": a failover pair
     for key, value in (database.get("OPTIONS") or {}).items():
         if key not in DJANGO_ONLY and isinstance(value, str | int) and not isinstance(value, bool):
             query[key] = str(value)
     path = quote(str(database.get("NAME") or ""), safe="")
     return f"postgresql://{netloc}/{path}" + (f"?{urlencode(query)}" if query else "")
+
