@@ -11,9 +11,7 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg_pool import ConnectionPool
-from tenacity import (
-    Retrying,
-)
+from tenacity import Retrying
 
 from shardq.core.boundary import (
     Layout,
@@ -50,12 +48,7 @@ from shardq.core.plan import (
     alone,
     own_block,
 )
-from shardq.core.pooler import (
-    behind_pooler,
-    pools_transactions,
-    stopped_preparing,
-    threshold,
-)
+from shardq.core.pooler import behind_pooler, pools_transactions, stopped_preparing, threshold
 
 T = TypeVar("T")
 Conn = psycopg.Connection[Any]
