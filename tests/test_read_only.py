@@ -25,6 +25,7 @@ from psycopg.conninfo import make_conninfo
 import shardq
 from tests.chaos.pg import ThrowawayPostgres
 from tests.clients import open_client
+from tests.helpers import wait_for
 
 
 @dataclass
@@ -49,6 +50,16 @@ class Database:
             conn.execute(sql.SQL("ALTER SYSTEM SET default_transaction_read_only = {}")
                          .format(sql.Literal(on)))
             conn.execute("SELECT pg_reload_conf()")
+        # The postmaster reloads, then signals every backend at once: a new session that
+        # sees the setting means the pool's sessions were told too (they apply it before
+        # their next statement).
+        wanted = ("on" if on else "off",)
+
+        def told() -> bool:
+            with psycopg.connect(self.server.url(), autocommit=True) as conn:
+                return conn.execute("SHOW default_transaction_read_only").fetchone() == wanted
+
+        wait_for(told, timeout=10, interval=0.05, what="the setting to be reloaded")
 
 
 @pytest.fixture(scope="module")
