@@ -39,8 +39,11 @@ CORE = ["-m", "server and not slow",
 
 
 def cache_dir() -> Path:
-    """Where fetched binaries are kept between runs (``SHARDQ_PG_CACHE``)."""
-    return Path(os.environ.get("SHARDQ_PG_CACHE", Path.home() / ".cache" / "shardq-postgresql"))
+    """Where fetched binaries are kept between runs (``SHARDQ_PG_CACHE``): by default in the
+    temporary directory, which the server's own user can reach when root runs this (root's
+    home is often closed to others)."""
+    default = Path(tempfile.gettempdir()) / "shardq-postgresql"
+    return Path(os.environ.get("SHARDQ_PG_CACHE", default))
 
 
 def binaries(major: int, cache: Path) -> Path:
