@@ -10,7 +10,6 @@ and drops them at the end.
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import uuid
 from collections.abc import Iterator
@@ -28,9 +27,17 @@ from shardq.core import migrate
 from shardq.loops import vacuum
 from shardq.web import create_app
 from shardq.web.auth import COOKIE, Guard
-from tests.conftest import ROOT, Databases
+from tests.conftest import Databases
 from tests.daemons import Daemon
-from tests.helpers import claim_all, one_line_error, scalar, shardq_cli, wait_for, with_user
+from tests.helpers import (
+    app_module,
+    claim_all,
+    one_line_error,
+    scalar,
+    shardq_cli,
+    wait_for,
+    with_user,
+)
 from tests.web import TOKEN, call, serving
 
 pytestmark = pytest.mark.server
@@ -157,14 +164,7 @@ def test_the_roles_hold_their_grants_and_nothing_more(roles: Roles) -> None:
 def test_producers_and_a_worker_daemon_run_as_the_worker_role(roles: Roles,
                                                               tmp_path: Path) -> None:
     url = roles.urls["worker"]
-    (tmp_path / "roles_app.py").write_text(APP)
-    env = {**os.environ, "SHARDQ_DSN": url,
-           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
-    sys.path.insert(0, str(tmp_path))
-    try:
-        import roles_app  # type: ignore[import-not-found]
-    finally:
-        sys.path.remove(str(tmp_path))
+    roles_app, env = app_module(tmp_path, "roles_app", APP, url)
     daemon = Daemon(env, "roles_app:app")
     try:
         with shardq.Client(url) as client:

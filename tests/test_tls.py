@@ -10,7 +10,6 @@ the server's certificate, or a name the certificate does not hold, is one line.
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import uuid
 from collections.abc import Iterator
@@ -22,9 +21,8 @@ import pytest
 from psycopg import sql
 
 import shardq
-from tests.conftest import ROOT
 from tests.daemons import Daemon
-from tests.helpers import claim_all, one_line_error, scalar, shardq_cli
+from tests.helpers import app_module, claim_all, one_line_error, scalar, shardq_cli
 from tests.tls import TlsServer, missing, tls_server
 
 pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))
@@ -98,14 +96,7 @@ def test_both_clients_work_over_verify_full(server: TlsServer, database: str) ->
 def test_a_daemon_works_over_verify_full(server: TlsServer, database: str,
                                          tmp_path: Path) -> None:
     url = server.url(database, "shardq_worker", PASSWORD)
-    (tmp_path / "tls_app.py").write_text(APP)
-    env = {**os.environ, "SHARDQ_DSN": url,
-           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
-    sys.path.insert(0, str(tmp_path))
-    try:
-        import tls_app  # type: ignore[import-not-found]
-    finally:
-        sys.path.remove(str(tmp_path))
+    tls_app, env = app_module(tmp_path, "tls_app", APP, url)
     daemon = Daemon(env, "tls_app:app")
     try:
         with shardq.Client(url) as client:
