@@ -160,7 +160,10 @@ def test_drivers_prepared_claim_uses_the_index(big: psycopg.Connection[Any]) -> 
             "WHERE statement LIKE %s", ("%SKIP LOCKED%",)).fetchone() or (None, 0)
         assert name
         assert generic > 0
-        args = ", ".join(psycopg.sql.Literal(params[n]).as_string(big)
+        # Explained on a bucket the claims above left alone: the old versions of the rows
+        # they claimed are no part of what a claim reads (PostgreSQL 14 visits them).
+        fresh = {**params, "bucket": 6}
+        args = ", ".join(psycopg.sql.Literal(fresh[n]).as_string(big)
                          for n in numbered(query.as_string(big))[1])
         plan = explain(big, f"EXECUTE {name}({args})")
     finally:

@@ -94,6 +94,9 @@ def roles(databases: Databases) -> Iterator[Roles]:
             conn.execute(_role_sql("CREATE ROLE {} LOGIN PASSWORD ", name)
                          + sql.Literal(password))
         conn.execute(_role_sql("GRANT CREATE ON DATABASE {} TO {}", database, names["owner"]))
+        # As PostgreSQL 15 and managed databases have it: nobody creates in public unless
+        # granted (14 grants it to PUBLIC by default).
+        conn.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
         conn.execute(_role_sql("GRANT CREATE ON SCHEMA public TO {}", names["owner"]))
     urls = {kind: with_user(admin, name, password) for kind, name in names.items()}
     try:
