@@ -3,11 +3,16 @@ wait for a line while the process runs."""
 
 from __future__ import annotations
 
+import importlib
+import os
 import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,3 +64,25 @@ class Daemon:
             self.proc.kill()
             self.proc.wait()
         self._reader.join(timeout=10)
+
+
+@contextmanager
+def app_daemon(directory: Path, name: str, source: str, dsn: str
+               ) -> Iterator[tuple[ModuleType, Daemon]]:
+    """``source`` written to ``directory/name.py`` and imported here, and a ``shardq consume
+    name:app`` on ``dsn`` that imports the same module; at the end the daemon is stopped
+    (SIGTERM: its exit code is then ``daemon.proc.returncode``) and the module forgotten."""
+    (directory / f"{name}.py").write_text(source)
+    env = {**os.environ, "SHARDQ_DSN": dsn,
+           "PYTHONPATH": os.pathsep.join([str(directory), str(ROOT)])}
+    sys.path.insert(0, str(directory))
+    try:
+        module = importlib.import_module(name)
+    finally:
+        sys.path.remove(str(directory))
+    daemon = Daemon(env, f"{name}:app")
+    try:
+        yield module, daemon
+    finally:
+        sys.modules.pop(name, None)
+        daemon.stop()

@@ -4,7 +4,6 @@ worker."""
 
 from __future__ import annotations
 
-import importlib
 import os
 import socket
 import subprocess
@@ -13,8 +12,6 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
@@ -188,17 +185,3 @@ def expire_leases(client: shardq.Client, queue: str) -> list[shardq.Task]:
     assert client.run_janitor_once().rescued == len(claimed)
     return claimed
 
-
-def app_module(directory: Path, name: str, source: str, dsn: str
-               ) -> tuple[ModuleType, dict[str, str]]:
-    """``source`` written to ``directory/name.py`` and imported here, with the environment
-    in which a daemon (``Daemon(env, f"{name}:app")``) imports the same module on ``dsn``.
-    The caller drops it from ``sys.modules`` when done."""
-    (directory / f"{name}.py").write_text(source)
-    root = str(Path(__file__).resolve().parent.parent)
-    env = {**os.environ, "SHARDQ_DSN": dsn, "PYTHONPATH": os.pathsep.join([str(directory), root])}
-    sys.path.insert(0, str(directory))
-    try:
-        return importlib.import_module(name), env
-    finally:
-        sys.path.remove(str(directory))

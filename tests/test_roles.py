@@ -10,7 +10,6 @@ and drops them at the end.
 from __future__ import annotations
 
 import asyncio
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,9 +27,8 @@ from shardq.loops import vacuum
 from shardq.web import create_app
 from shardq.web.auth import COOKIE, Guard
 from tests.conftest import Databases
-from tests.daemons import Daemon
+from tests.daemons import app_daemon
 from tests.helpers import (
-    app_module,
     claim_all,
     one_line_error,
     scalar,
@@ -167,31 +165,26 @@ def test_the_roles_hold_their_grants_and_nothing_more(roles: Roles) -> None:
 def test_producers_and_a_worker_daemon_run_as_the_worker_role(roles: Roles,
                                                               tmp_path: Path) -> None:
     url = roles.urls["worker"]
-    roles_app, env = app_module(tmp_path, "roles_app", APP, url)
-    daemon = Daemon(env, "roles_app:app")
-    try:
-        with shardq.Client(url) as client:
-            roles_app.app.use_client(client)
-            first = roles_app.double.enqueue(21)
+    with (app_daemon(tmp_path, "roles_app", APP, url) as (roles_app, daemon),
+          shardq.Client(url) as client):
+        roles_app.app.use_client(client)
+        first = roles_app.double.enqueue(21)
 
-            async def produce() -> Any:  # on the app's AsyncClient, on the same settings
-                try:
-                    return await roles_app.double.aenqueue(4)
-                finally:
-                    await roles_app.app.aclose()
+        async def produce() -> Any:  # on the app's AsyncClient, on the same settings
+            try:
+                return await roles_app.double.aenqueue(4)
+            finally:
+                await roles_app.app.aclose()
 
-            second = asyncio.run(produce())
-            assert client.result(first, wait_s=30).value == 42, daemon.output
-            assert client.result(second, wait_s=30).value == 8
-            assert [a.outcome for a in client.attempts(first)] == ["failed", "acked"]
-            assert [w.name for w in client.workers()]
-            wait_for(lambda: scalar(url, "SELECT count(*) FROM shardq.periodic") == 1,
-                     what="the periodic schedule's registration")
-            assert client.run_janitor_once().rescued == 0
-    finally:
-        sys.modules.pop("roles_app", None)
-        code = daemon.stop()
-    assert code == 0, daemon.output
+        second = asyncio.run(produce())
+        assert client.result(first, wait_s=30).value == 42, daemon.output
+        assert client.result(second, wait_s=30).value == 8
+        assert [a.outcome for a in client.attempts(first)] == ["failed", "acked"]
+        assert [w.name for w in client.workers()]
+        wait_for(lambda: scalar(url, "SELECT count(*) FROM shardq.periodic") == 1,
+                 what="the periodic schedule's registration")
+        assert client.run_janitor_once().rescued == 0
+    assert daemon.proc.returncode == 0, daemon.output
     assert "Traceback" not in daemon.output
     assert "permission denied" not in daemon.output
 

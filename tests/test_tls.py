@@ -10,7 +10,6 @@ the server's certificate, or a name the certificate does not hold, is one line.
 from __future__ import annotations
 
 import asyncio
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,8 +20,8 @@ import pytest
 from psycopg import sql
 
 import shardq
-from tests.daemons import Daemon
-from tests.helpers import app_module, claim_all, one_line_error, scalar, shardq_cli
+from tests.daemons import app_daemon
+from tests.helpers import claim_all, one_line_error, scalar, shardq_cli
 from tests.tls import TlsServer, missing, tls_server
 
 pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))
@@ -96,22 +95,17 @@ def test_both_clients_work_over_verify_full(server: TlsServer, database: str) ->
 def test_a_daemon_works_over_verify_full(server: TlsServer, database: str,
                                          tmp_path: Path) -> None:
     url = server.url(database, "shardq_worker", PASSWORD)
-    tls_app, env = app_module(tmp_path, "tls_app", APP, url)
-    daemon = Daemon(env, "tls_app:app")
-    try:
-        with shardq.Client(url) as client:
-            tls_app.app.use_client(client)
-            task = tls_app.double.enqueue(21)
-            assert client.result(task, wait_s=30).value == 42, daemon.output
-            # The daemon's listener: its session's last statement (after a comment line).
-            assert scalar(server.url("postgres"), "SELECT count(*) FROM pg_stat_activity "
-                          "WHERE usename = 'shardq_worker' AND query ~ 'LISTEN \"shardq\"$'"
-                          ) == 1
-            assert all(ssl for ssl, _ in ssl_of(server, "shardq_worker"))
-    finally:
-        sys.modules.pop("tls_app", None)
-        code = daemon.stop()
-    assert code == 0, daemon.output
+    with (app_daemon(tmp_path, "tls_app", APP, url) as (tls_app, daemon),
+          shardq.Client(url) as client):
+        tls_app.app.use_client(client)
+        task = tls_app.double.enqueue(21)
+        assert client.result(task, wait_s=30).value == 42, daemon.output
+        # The daemon's listener: its session's last statement (after a comment line).
+        assert scalar(server.url("postgres"), "SELECT count(*) FROM pg_stat_activity "
+                      "WHERE usename = 'shardq_worker' AND query ~ 'LISTEN \"shardq\"$'"
+                      ) == 1
+        assert all(ssl for ssl, _ in ssl_of(server, "shardq_worker"))
+    assert daemon.proc.returncode == 0, daemon.output
 
 
 def test_a_ca_that_did_not_sign_the_certificate_is_one_line(server: TlsServer,
