@@ -32,8 +32,11 @@ if TYPE_CHECKING:
         UnknownQueue,
     )
     from shardq.core.task import Attempt, Task, TaskInfo, TaskResult
+    from shardq.flows.canvas import Graph, Signature, chain, chord, group
+    from shardq.flows.nodes import Flow, FlowHandle, FlowNode
     from shardq.handler import Context, Fail, Retry, current
     from shardq.loops.janitor import Janitor, JanitorReport
+    from shardq.loops.resolver import Resolver
     from shardq.ops.flow import Control, Limits
     from shardq.ops.rates import Rate
     from shardq.ops.workers import WorkerInfo
@@ -75,6 +78,15 @@ _SOURCES = {
     "TaskResult": "shardq.core.task",
     "Attempt": "shardq.core.task",
     "WorkerInfo": "shardq.ops.workers",
+    "Signature": "shardq.flows.canvas",
+    "Graph": "shardq.flows.canvas",
+    "chain": "shardq.flows.canvas",
+    "chord": "shardq.flows.canvas",
+    "group": "shardq.flows.canvas",
+    "Flow": "shardq.flows.nodes",
+    "FlowHandle": "shardq.flows.nodes",
+    "FlowNode": "shardq.flows.nodes",
+    "Resolver": "shardq.loops.resolver",
 }
 
 __all__ = [
@@ -92,6 +104,10 @@ __all__ = [
     "DatabaseError",
     "DiskFull",
     "Fail",
+    "Flow",
+    "FlowHandle",
+    "FlowNode",
+    "Graph",
     "InvalidTask",
     "Janitor",
     "JanitorReport",
@@ -100,9 +116,11 @@ __all__ = [
     "ManualClock",
     "PermissionDenied",
     "Rate",
+    "Resolver",
     "Retry",
     "SchemaNotReady",
     "ShardqError",
+    "Signature",
     "SparkWriteError",
     "Task",
     "TaskFunction",
@@ -111,7 +129,10 @@ __all__ = [
     "Unavailable",
     "UnknownQueue",
     "WorkerInfo",
+    "chain",
+    "chord",
     "current",
+    "group",
 ]
 __version__ = "0.1.0"
 

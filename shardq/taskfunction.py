@@ -15,6 +15,7 @@ from shardq.core.arguments import Arguments
 from shardq.core.errors import InvalidTask
 from shardq.core.plan import Plan
 from shardq.core.task import TaskId
+from shardq.flows.canvas import Signature
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -47,6 +48,15 @@ class TaskFunction(Generic[P, R]):
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
+
+    def s(self, *args: Any, **kwargs: Any) -> Signature:
+        """A signature of this call for a flow: it takes the result of the task it follows
+        as its first argument, before ``args`` (see :mod:`shardq.flows.canvas`)."""
+        return Signature(self, args, kwargs)
+
+    def si(self, *args: Any, **kwargs: Any) -> Signature:
+        """An immutable signature: it takes nothing from the tasks it follows."""
+        return Signature(self, args, kwargs, immutable=True)
 
     def _payload(self, args: Iterable[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         return {"task": self.name, "args": list(args), "kwargs": dict(kwargs)}
@@ -89,24 +99,26 @@ class TaskFunction(Generic[P, R]):
     def enqueue_many(self, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]], *,
                      delay_s: float | None = None, run_at: datetime | None = None,
                      priority: int | None = None, keys: Sequence[str | None] | None = None,
-                     group: str | None = None, conn: Any = None) -> list[TaskId]:
+                     group: str | None = None, conn: Any = None,
+                     on_complete: Signature | None = None) -> list[TaskId]:
         """Enqueue many calls at once: each a tuple of positional or a dict of keyword args
-        (``keys``: one per call, ``group``: every call's, as in
-        :meth:`Client.enqueue_many`).  If any call's
+        (``keys``: one per call, ``group``: every call's, ``on_complete``: a callback
+        once every call ended, as in :meth:`Client.enqueue_many`).  If any call's
         arguments do not fit the function, none is enqueued (:class:`InvalidTask`)."""
         client = self.app.client
         return client.perform(self._many(client, calls, delay_s, run_at, priority, keys, group,
-                                         conn))
+                                         conn, on_complete))
 
     async def aenqueue_many(self, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]], *,
                             delay_s: float | None = None, run_at: datetime | None = None,
                             priority: int | None = None,
                             keys: Sequence[str | None] | None = None,
-                            group: str | None = None, conn: Any = None) -> list[TaskId]:
+                            group: str | None = None, conn: Any = None,
+                            on_complete: Signature | None = None) -> list[TaskId]:
         """:meth:`enqueue_many` on the app's :class:`shardq.AsyncClient`."""
         client = await self.app.async_client()
         return await client.perform(self._many(client, calls, delay_s, run_at, priority, keys,
-                                               group, conn))
+                                               group, conn, on_complete))
 
     def _one(self, client: Operations, args: tuple[Any, ...], kwargs: dict[str, Any],
              delay_s: float | None, run_at: datetime | None, priority: int | None,
@@ -121,10 +133,11 @@ class TaskFunction(Generic[P, R]):
     def _many(self, client: Operations, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]],
               delay_s: float | None, run_at: datetime | None, priority: int | None,
               keys: Sequence[str | None] | None, group: str | None,
-              conn: Any) -> Plan[list[TaskId]]:
+              conn: Any, on_complete: Signature | None = None) -> Plan[list[TaskId]]:
         """The plan of a batch of calls on ``client``, every call's arguments checked."""
         payloads = [self._checked(n, call) for n, call in enumerate(calls)]
         return Operations.enqueue_many.make(
             client, self.queue, payloads, delay_s=delay_s, run_at=run_at,
             priority=self.priority if priority is None else priority,
-            max_attempts=self.max_attempts, keys=keys, group=group, conn=conn)
+            max_attempts=self.max_attempts, keys=keys, group=group, conn=conn,
+            on_complete=on_complete)

@@ -6,6 +6,7 @@ WITH done AS (
     DELETE FROM shardq.tasks AS t
     USING unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS a(id, lease_token)
     {locate}
-    RETURNING t.id, t.queue, t.times_claimed, t.last_claimed_at, t.worker_id
+    RETURNING t.id, t.queue, t.times_claimed, t.last_claimed_at, t.worker_id, t.flow_id,
+              t.flow_next
 ), {acked}
 SELECT count(*) FROM done

@@ -4,18 +4,22 @@
 -- run again after its reply was lost finds its tasks gone and writes nothing twice.
 -- On PostgreSQL the statement also wakes the clients waiting for these results
 -- (results_notify).  It returns how many tasks it deleted, as ack_many does, and
--- records the attempt as ack_many does.
+-- records the attempt as ack_many does.  A result kept for a flow's later nodes
+-- (keep_s infinite) is kept until its flow ends (shardq.loops.resolver).
 WITH done AS (
     DELETE FROM shardq.tasks AS t
     USING unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS a(id, lease_token)
     {locate}
     RETURNING t.id, t.queue, t.attempts, t.enqueued_at, t.times_claimed, t.last_claimed_at,
-              t.worker_id
+              t.worker_id, t.flow_id, t.flow_next
 ), {acked}, kept AS (
     INSERT INTO shardq.results AS r
-        (id, queue, value, error, attempts, enqueued_at, finished_at, expires_at)
+        (id, queue, value, error, attempts, enqueued_at, finished_at, expires_at, flow_id)
     SELECT done.id, done.queue, k.value::jsonb, k.error, done.attempts, done.enqueued_at,
-           c.now, c.now + k.keep_s * interval '1 second'
+           c.now,
+           CASE WHEN k.keep_s = 'Infinity' THEN 'infinity'::timestamptz
+                ELSE c.now + k.keep_s * interval '1 second' END,
+           done.flow_id
     FROM done,
          unnest(%(kept_ids)s::uuid[], %(kept_values)s::text[], %(kept_errors)s::text[],
                 %(keep_s)s::float8[]) AS k(id, value, error, keep_s),

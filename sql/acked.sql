@@ -2,7 +2,9 @@
 -- their id, queue, times_claimed, last_claimed_at and worker_id): it counts them as
 -- completed (throughput_add), and a task claimed before this attempt has attempts on
 -- record, which this one joins (attempts_add); a task that succeeds at once writes no
--- history.  The CTEs of ack_many and ack_results, after their `done`.
+-- history.  A node of a flow leaves an event for the flows' resolver (flow_events_add,
+-- from `done`'s flow_id and flow_next).  The CTEs of ack_many and ack_results, after
+-- their `done`.
 n AS (
     SELECT done.queue, 0::int8 AS enqueued, count(*) AS completed FROM done GROUP BY done.queue
 ), counted AS (
@@ -13,4 +15,9 @@ n AS (
     FROM done WHERE done.times_claimed > 1
 ), recorded AS (
     {attempts_add}
+), flow_ended AS (
+    SELECT done.flow_id, done.id, 'succeeded'::text AS outcome, done.flow_next AS next
+    FROM done
+), flowed AS (
+    {flow_events_add}
 )

@@ -15,6 +15,7 @@ over :mod:`shardq.api.base`.
 from __future__ import annotations
 
 from shardq.api.base import resolve
+from shardq.api.flows import FlowCalls
 from shardq.api.queues import QueueCalls
 from shardq.api.tasks import TaskCalls
 
@@ -22,6 +23,6 @@ __all__ = ["Operations", "resolve"]
 
 
 # The API reference lists inherited calls from the last base on: a task's calls come
-# first, then the queues'.
-class Operations(QueueCalls, TaskCalls):
+# first, then the queues', then the flows'.
+class Operations(FlowCalls, QueueCalls, TaskCalls):
     """The calls both clients offer, each made once (see the module's docstring)."""

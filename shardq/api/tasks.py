@@ -10,9 +10,11 @@ from uuid import UUID
 from shardq.api.base import Base
 from shardq.api.operation import operation
 from shardq.core import validate
+from shardq.core.errors import InvalidTask
 from shardq.core.plan import Plan
 from shardq.core.task import Task, TaskId
-from shardq.ops import claims, flow, produce, settle
+from shardq.flows.canvas import Signature
+from shardq.ops import batches, claims, flow, produce, settle
 
 
 class TaskCalls(Base):
@@ -45,13 +47,27 @@ class TaskCalls(Base):
                      delay_s: float | None = None, run_at: datetime | None = None,
                      priority: int = 0, max_attempts: int | None = None,
                      keys: Sequence[str | None] | None = None, group: str | None = None,
-                     conn: Any = None) -> Plan[list[TaskId]]:
+                     conn: Any = None, on_complete: Signature | None = None
+                     ) -> Plan[list[TaskId]]:
         """Add many tasks with the same options in one transaction; return their ids.
 
         ``keys`` (one per payload, None for unkeyed ones) coalesce like
         :meth:`enqueue`'s, duplicates within the batch included (the last payload wins).
         ``group`` is every task's group.  Unkeyed batches are written with COPY.
+
+        ``on_complete`` (a signature, ``fn.s(...)``) runs once, when every task of the
+        batch ended: it takes the batch's counts as its first argument (``{"flow": id,
+        "succeeded": n, "dead": n, "cancelled": n}``; ``fn.si`` takes none).  The ids
+        returned then also carry ``flow_id`` and ``callback_id`` (see
+        :class:`shardq.ops.batches.BatchIds`); such a batch takes no keys.
         """
+        if on_complete is not None:
+            if keys is not None and any(k is not None for k in keys):
+                raise InvalidTask("a batch with on_complete takes no keys: a keyed task may "
+                                  "merge with another task of its key")
+            return batches.enqueue(self.statements, queue, payloads, delay_s=delay_s,
+                                   run_at=run_at, priority=priority, max_attempts=max_attempts,
+                                   group=group, on_complete=on_complete, conn=conn)
         params = produce.placement(self.statements, queue, delay_s, run_at, priority,
                                    max_attempts, group)
         return produce.enqueue_many(self.statements, params, payloads, keys, conn)

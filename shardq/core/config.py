@@ -85,6 +85,9 @@ class ClientConfig:
                                  low=1, high=10_000, tuning=True)
     janitor_interval_s: float = setting(1.0, "pause between janitor passes", low=0.01, high=DAY_S,
                                         tuning=True)
+    flow_interval_s: float = setting(
+        0.1, "pause between the flows' resolver's folds: how long a flow's task may wait, "
+        "once the tasks before it ended, to be released", low=0.01, high=DAY_S, tuning=True)
     dead_retention_s: float | None = setting(
         None, "the janitor deletes tasks dead for longer than this (none: keep them)",
         low=1, high=MAX_DELAY_S, tuning=True,

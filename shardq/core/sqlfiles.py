@@ -77,6 +77,8 @@ FRAGMENTS = {
     "results_notify": "results_notify",
     "attempts_add": "attempts_add",
     "rescue_ended": "rescue_ended",
+    "flow_events_add": "flow_events_add",
+    "flow_notify": "flow_notify",
 }
 
 

@@ -19,6 +19,7 @@ from shardq.core.config import DAY_S
 from shardq.core.errors import InvalidTask
 from shardq.core.loop import Loop
 from shardq.core.statements import Statements
+from shardq.loops import resolver
 from shardq.ops import attempts, history, workers
 
 
@@ -40,6 +41,10 @@ class JanitorReport:
     """Attempts deleted because they ended longer than ``attempts_retention_s`` ago."""
     stale_workers: int = 0
     """Workers' rows deleted because they were not seen for ``worker_stale_s``."""
+    flow_events: int = 0
+    """Events of flows' tasks folded in (see :mod:`shardq.loops.resolver`)."""
+    expired_flows: int = 0
+    """Flows deleted because they ended longer ago than their ``keep_result_s``."""
 
     def __add__(self, other: JanitorReport) -> JanitorReport:
         return JanitorReport(*(a + b for a, b in zip(astuple(self), astuple(other),
@@ -102,6 +107,11 @@ def janitor_pass(st: Statements, *, prune: bool = True) -> JanitorReport:
         if st.config.dead_retention_s is not None:
             report += _drain(st, "janitor_purge_dead", bucket, _purged)
     report += _drain(st, "janitor_results", None, _expired)
+    # Dead tasks purged above may cancel tasks of flows that waited for them.
+    folded = resolver.resolve(st)
+    report += JanitorReport(flow_events=folded.events)
+    if prune:
+        report += JanitorReport(expired_flows=resolver.purge(st, st.config.janitor_batch))
     if prune:
         # Workers are forgotten last: the rescues above still copied the names of the
         # dead ones into the attempts they ended.

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import pairwise
 from typing import Any, TypeVar
+from uuid import UUID
 
 from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
@@ -29,6 +31,8 @@ written 1.04x as fast on PostgreSQL 18 and 1.03x on 15."""
 BINARY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
 BINARY_TRAILER = (-1).to_bytes(2, signed=True)
 FIELDS = (10).to_bytes(2)  # the columns of sql/copy_tasks.sql
+FLOW_FIELDS = (12).to_bytes(2)  # and of sql/copy_flow_tasks.sql
+UUID_OID = (2950).to_bytes(4)
 UUID_LENGTH, INT4_LENGTH, TIMESTAMP_LENGTH = (16).to_bytes(4), (4).to_bytes(4), (8).to_bytes(4)
 JSONB_VERSION = b"\x01"
 NULL_FIELD = (-1).to_bytes(4, signed=True)
@@ -118,7 +122,7 @@ def enqueue_many(st: Statements, params: dict[str, Any], payloads: Iterable[Any]
     ids = NewIds(st.dialect.new_id_values(n))
     if not st.dialect.copy:
         items.texts(0, n)  # a bad payload fails the call before a transaction starts
-    writer = _copy_tasks if st.dialect.copy else _insert_tasks
+    writer = copy_tasks if st.dialect.copy else _insert_tasks
 
     def make(p: dict[str, Any]) -> Plan[list[TaskId]]:
         tries = 0
@@ -176,6 +180,13 @@ class Payloads:
         self.items, self.max_bytes = items, max_bytes
         self._texts: list[str] = []
 
+    @classmethod
+    def encoded(cls, texts: list[str]) -> Payloads:
+        """Payloads already encoded (and validated) as JSON texts."""
+        payloads = cls(texts, 0)
+        payloads._texts = texts
+        return payloads
+
     def __len__(self) -> int:
         return len(self.items)
 
@@ -196,8 +207,28 @@ def _placed(st: Statements, params: dict[str, Any], count: int) -> Steps[dict[st
     return {**params, "exec_time": exec_time, "pending_head_start_s": pending, "now": now}
 
 
-def _copy_tasks(st: Statements, params: dict[str, Any], ids: NewIds,
-                items: Payloads) -> Steps[None]:
+@dataclass(frozen=True)
+class FlowLink:
+    """The flow of a batch of its tasks written with COPY, and the tasks that wait for
+    them (sql/copy_flow_tasks.sql)."""
+
+    flow_id: UUID
+    next: list[UUID] | None
+
+    def fields(self) -> bytes:
+        """The two fields, as a COPY row's tail: the flow's id, and ``next`` as a
+        one-dimensional uuid[] (dimensions, no NULLs, the element type, then the length
+        and lower bound of the dimension, then the elements) or NULL."""
+        head = UUID_LENGTH + self.flow_id.bytes
+        if self.next is None:
+            return head + NULL_FIELD
+        body = b"".join((b"\x00\x00\x00\x01", bytes(4), UUID_OID, len(self.next).to_bytes(4),
+                         b"\x00\x00\x00\x01", *[UUID_LENGTH + i.bytes for i in self.next]))
+        return head + len(body).to_bytes(4) + body
+
+
+def copy_tasks(st: Statements, params: dict[str, Any], ids: NewIds, items: Payloads,
+               flow: FlowLink | None = None) -> Steps[None]:
     """Write a batch with COPY in PostgreSQL's binary format, in statements of at most
     :data:`COPY_ROWS` rows; the placement is computed once.
 
@@ -206,15 +237,17 @@ def _copy_tasks(st: Statements, params: dict[str, Any], ids: NewIds,
     after the payload are the same on every row, so they are encoded once per batch;
     a row is its id, the payload's length and text, and that tail.  Each statement's
     rows are encoded while the server writes the previous statement's, and the id
-    objects while it writes the last one's.
+    objects while it writes the last one's.  Tasks of a flow (``flow``) add its two
+    columns to the tail.
     """
     n = len(items)
     p = yield from _placed(st, params, n)
     queue = p["queue"].encode()
-    head = FIELDS + UUID_LENGTH
+    head = (FIELDS if flow is None else FLOW_FIELDS) + UUID_LENGTH
     tail = (_timestamp(p["exec_time"]) + _int4(p["priority"])
             + _int4(p["pending_head_start_s"]) + _int4(p["max_attempts"])
-            + _timestamp(p["now"]) + _text(p["group"]) + _text(p["trace_context"]))
+            + _timestamp(p["now"]) + _text(p["group"]) + _text(p["trace_context"])
+            + (b"" if flow is None else flow.fields()))
     queue_field = len(queue).to_bytes(4) + queue
 
     def rows(first: int, last: int) -> bytes:
@@ -226,7 +259,7 @@ def _copy_tasks(st: Statements, params: dict[str, Any], ids: NewIds,
                                    [t.encode() for t in items.texts(first, last)],
                                    strict=True)], BINARY_TRAILER])
 
-    query = st.query("copy_tasks")
+    query = st.query("copy_tasks" if flow is None else "copy_flow_tasks")
     pieces = max(1, -(-n // COPY_ROWS))
     bounds = [n * i // pieces for i in range(pieces + 1)]  # even pieces, none over COPY_ROWS
     spans = list(pairwise(bounds))

@@ -30,6 +30,7 @@ from shardq.core.task import Task
 from shardq.core.validate import queue_name
 from shardq.handler import Context
 from shardq.loops.periodic import PeriodicLoop, register
+from shardq.loops.resolver import Resolver
 from shardq.loops.vacuum import Vacuumer
 from shardq.worker.buffer import Buffer
 from shardq.worker.claimer import Claimer, ClaimSizes, Schedule
@@ -106,6 +107,9 @@ class Worker:
         # One vacuum step per process that runs janitors: it works under a lock anyway.
         vacuumer = Vacuumer(self.client)
         self.vacuumers = [vacuumer] if config.janitors and vacuumer.applies else []
+        # The flows' resolver beside the janitors: a task of a flow is released within
+        # flow_interval_s of the last task it waited for ending.
+        self.resolvers = [Resolver(self.client.statements)] if config.janitors else []
         self.sampler = (StatsSampler(self.client, queues, self.metrics, config.slo_s or None)
                         if config.metrics_port and config.sample_stats else None)
         self.periodic = (PeriodicLoop(self.client.statements, list(app.schedules.values()),
@@ -211,7 +215,7 @@ class Worker:
 
     def _loops(self) -> list[Loop[Any]]:
         loops: list[Loop[Any]] = [self.completer, self.keeper, *self.janitors,
-                                  *self.vacuumers]
+                                  *self.vacuumers, *self.resolvers]
         return loops + [loop for loop in (self.sampler, self.periodic) if loop is not None]
 
     def start(self) -> None:

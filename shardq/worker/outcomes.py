@@ -27,6 +27,17 @@ log = logging.getLogger("shardq.worker")
 FAILURE_LINES_PER_QUEUE = 20  # failure lines one queue logs every REPEAT_INTERVAL_S at most
 
 
+FLOW_KEEP_S = float("inf")
+"""How long a flow's task's result is kept: until its flow ends (the resolver then gives
+it the flow's keep_result_s)."""
+
+
+def _in_flow(task: Task) -> bool:
+    """Whether ``task`` is a task of a flow, whose result the tasks after it take."""
+    payload = task.payload
+    return isinstance(payload, dict) and payload.get("flow_keep") is True
+
+
 def describe(exc: BaseException) -> str:
     """The error text stored with a failed task: its traceback without shardq's own
     frames (:mod:`shardq.worker.frames`), made storable by
@@ -78,7 +89,7 @@ class Outcomes:
 
     def returned(self, task: Task, handler: Handler, value: Any) -> Outcome:
         """The ack of a run that returned ``value``: see :meth:`succeeded`."""
-        if handler.keep_result_s is None:  # the usual case, kept to one call
+        if handler.keep_result_s is None and not _in_flow(task):  # the usual case
             return Outcome(task, ok=True)
         return self.succeeded(task, handler, encode(value))
 
@@ -86,9 +97,11 @@ class Outcomes:
         """The ack of a run whose value was ``encoded`` (as a result keeps it), with the
         result to keep if its handler keeps results; a value that cannot be kept is
         warned of once per handler (its results say why)."""
-        if handler.keep_result_s is None or encoded is None:
+        # A flow's task keeps its result until its flow ends, for the tasks that take it.
+        keep_s = FLOW_KEEP_S if _in_flow(task) else handler.keep_result_s
+        if keep_s is None or encoded is None:
             return Outcome(task, ok=True)
-        kept = Kept.of(encoded, handler.keep_result_s, self.app.client.config.max_payload_bytes)
+        kept = Kept.of(encoded, keep_s, self.app.client.config.max_payload_bytes)
         if kept.error is not None and handler.fn not in self._unkept:
             self._unkept.add(handler.fn)
             log.warning("%r returned a value its result cannot keep (%s): the tasks still "

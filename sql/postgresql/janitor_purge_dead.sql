@@ -1,7 +1,8 @@
 -- Retention: delete a bounded batch of one bucket's tasks that have been dead
 -- longer than dead_retention_s.  The bucket's queues are found with a loose
 -- index scan (one probe per queue), then each queue's dead range is read
--- oldest first, so live tasks are never scanned.
+-- oldest first, so live tasks are never scanned.  A node of a flow dropped is an
+-- event for the flows' resolver (flow_events_add).
 WITH RECURSIVE queues AS (
     (SELECT queue FROM shardq.tasks WHERE bucket = %(bucket)s ORDER BY queue LIMIT 1)
     UNION ALL
@@ -22,7 +23,13 @@ WITH RECURSIVE queues AS (
     ) AS d
     WHERE q.queue IS NOT NULL
     LIMIT {limit}
+), gone AS (
+    DELETE FROM shardq.tasks
+    WHERE ctid = ANY(ARRAY(SELECT ctid FROM doomed))
+    RETURNING id, flow_id, flow_next
+), flow_ended AS (
+    SELECT g.flow_id, g.id, 'dropped'::text AS outcome, g.flow_next AS next FROM gone AS g
+), flowed AS (
+    {flow_events_add}
 )
-DELETE FROM shardq.tasks
-WHERE ctid = ANY(ARRAY(SELECT ctid FROM doomed))
-RETURNING id, 'purged'
+SELECT gone.id, 'purged' FROM gone
