@@ -32,8 +32,8 @@ if TYPE_CHECKING:
         UnknownQueue,
     )
     from shardq.core.task import Attempt, Task, TaskInfo, TaskResult
-    from shardq.flows.canvas import Graph, Signature, chain, chord, group
-    from shardq.flows.nodes import Flow, FlowHandle, FlowNode
+    from shardq.flows.canvas import FlowHandle, Graph, Signature, chain, chord, group
+    from shardq.flows.nodes import Flow, FlowNode
     from shardq.handler import Context, Fail, Retry, current
     from shardq.loops.janitor import Janitor, JanitorReport
     from shardq.loops.resolver import Resolver
@@ -84,7 +84,7 @@ _SOURCES = {
     "chord": "shardq.flows.canvas",
     "group": "shardq.flows.canvas",
     "Flow": "shardq.flows.nodes",
-    "FlowHandle": "shardq.flows.nodes",
+    "FlowHandle": "shardq.flows.canvas",
     "FlowNode": "shardq.flows.nodes",
     "Resolver": "shardq.loops.resolver",
 }

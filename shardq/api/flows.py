@@ -10,8 +10,8 @@ from uuid import UUID
 from shardq.api.base import Base
 from shardq.api.operation import operation
 from shardq.core.plan import Plan
-from shardq.flows.canvas import Canvas, Signature
-from shardq.flows.nodes import Flow, FlowHandle
+from shardq.flows.canvas import Canvas, FlowHandle, Signature
+from shardq.flows.nodes import Flow
 from shardq.ops import graphs
 
 

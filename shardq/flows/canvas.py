@@ -22,15 +22,36 @@ import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
+from uuid import UUID
 
+from shardq.core.arguments import Arguments
 from shardq.core.errors import InvalidTask
-
-if TYPE_CHECKING:
-    from shardq.flows.nodes import FlowHandle
-    from shardq.taskfunction import TaskFunction
+from shardq.core.task import TaskId
 
 OPTIONS = ("queue", "priority", "delay_s", "group", "max_attempts")
+
+
+class Registered(Protocol):
+    """What a signature calls: a task function (:class:`shardq.TaskFunction`)."""
+
+    name: str
+    queue: str
+    priority: int
+    max_attempts: int | None
+    arguments: Arguments
+    app: Any
+
+
+@dataclass(frozen=True)
+class FlowHandle:
+    """What enqueueing a flow returns: the flow's ``id`` and ``result_id``, the task whose
+    result is the flow's (a chain's last step, a chord's callback; None for a group or
+    a graph with several ends).  ``ids`` are every task's, in the canvas's order."""
+
+    id: UUID
+    result_id: TaskId | None
+    ids: tuple[TaskId, ...]
 
 
 @dataclass(frozen=True)
@@ -41,7 +62,7 @@ class Signature:
     the others (``fn.s``) take it as their first argument.
     """
 
-    task: TaskFunction[Any, Any]
+    task: Registered
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
     immutable: bool = False

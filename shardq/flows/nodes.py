@@ -15,7 +15,6 @@ from typing import Any
 from uuid import UUID
 
 from shardq.core.errors import InvalidTask
-from shardq.core.task import TaskId
 from shardq.flows.canvas import Canvas, Chain, Chord, Graph, Group, Signature
 
 FLOW_STATES = ("running", "succeeded", "failed", "cancelled")
@@ -81,17 +80,6 @@ def _place_graph(graph: Graph, nodes: list[Node]) -> Outputs:
         _place(signature, (tuple(first + a for a in after), False), nodes)
     ends = tuple(first + i for i in range(len(graph.nodes)) if i not in waited)
     return ends, len(ends) > 1
-
-
-@dataclass(frozen=True)
-class FlowHandle:
-    """What enqueueing a flow returns: the flow's ``id`` and ``result_id``, the task whose
-    result is the flow's (a chain's last step, a chord's callback; None for a group or
-    a graph with several ends).  ``ids`` are every task's, in the canvas's order."""
-
-    id: UUID
-    result_id: TaskId | None
-    ids: tuple[TaskId, ...]
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,8 @@ from shardq.core.errors import InvalidTask
 from shardq.core.plan import Atomic, Plan, Steps, plan
 from shardq.core.statements import Statements
 from shardq.core.task import TaskId
-from shardq.flows.canvas import Canvas, Signature
-from shardq.flows.nodes import Flow, FlowHandle, FlowNode, Node, layout
+from shardq.flows.canvas import Canvas, FlowHandle, Signature
+from shardq.flows.nodes import Flow, FlowNode, Node, layout
 from shardq.ops import produce
 
 COPY_MIN = 32
