@@ -18,12 +18,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 import shardq
 from shardq.core import migrate
+from shardq.core.config import ClientConfig
+from shardq.loops.resolver import OPEN_WAITS, resolve
 from shardq.spark import prune_ledger, task_id, write_tasks
 from shardq.spark.jdbc import jdbc_target
+from shardq.worker.config import WorkerConfig
+from shardq.worker.daemon import Worker
 from tests.conftest import Databases
 from tests.helpers import bucket_of, claim_all, query, scalar, wait_for
 from tests.spark_env import require_spark
@@ -405,3 +410,124 @@ def test_refused_rows_are_one_line_errors(spark: Any, dbs: Databases) -> None:
         assert str(caught.value) == f"{message} ({written})"
         assert caught.value.__cause__ is not None
         assert query(url, "SELECT count(*) FROM shardq.tasks") == [(0,)], message
+
+
+# A pipeline's two stages: each row's task, then the callback of the batch they form.
+stages = shardq.App()
+
+
+@stages.task(queue="rows")
+def row_task(n: int) -> None:
+    """Refuse every thousandth row for good (it dies), do nothing with the others."""
+    if n % 1000 == 999:
+        raise shardq.Fail(f"row {n} refused")
+
+
+@stages.task(queue="next_stage")
+def next_stage(counts: dict[str, Any], dsn: str) -> dict[str, Any]:
+    """Record this run, and how many tasks of the batch have not ended (dead ones have)."""
+    me = shardq.current().task.id
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO callback_runs VALUES (%s)", (me,))
+        [(left,)] = conn.execute(
+            "SELECT count(*) FROM shardq.tasks WHERE flow_id = %s AND id <> %s "
+            "AND status <> 'dead'", (counts["flow"], me)).fetchall()
+    return {"counts": counts, "left": left}
+
+
+def row_tasks(spark: Any, n: int) -> Any:
+    """n rows whose payloads call row_task (three partitions)."""
+    return spark.range(0, n, 1, 3).select(F.to_json(F.struct(
+        F.lit(row_task.name).alias("task"), F.array(F.col("id")).alias("args"))).alias("json"))
+
+
+def test_on_complete_runs_once_after_the_last_task(spark: Any, dbs: Databases) -> None:
+    url = dbs.create()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE callback_runs (task_id uuid NOT NULL)")
+    n = 3000
+    result = write_tasks(row_tasks(spark, n), dsn=url, queue="rows", payload="json",
+                         on_complete=next_stage.s(url))
+    assert (result.path, result.staged, result.tasks) == ("staged", n, n)
+    assert result.flow_id is not None
+    assert result.callback_id is not None
+    assert query(url, "SELECT count(*) FROM shardq.tasks WHERE flow_id = %s "
+                      "AND flow_next = ARRAY[%s::uuid]", (result.flow_id, result.callback_id)
+                 ) == [(n,)]
+    with shardq.Client(url) as client:
+        flow = client.flow(result.flow_id, limit=0)
+        assert flow is not None
+        assert (flow.kind, flow.tasks, flow.result_id) == ("batch", n + 1, result.callback_id)
+        worker = Worker(stages, ClientConfig(dsn=url),
+                        WorkerConfig(janitors=1, listen=False, concurrency=8))
+        worker.start()
+        try:
+            done = client.result(result.callback_id, wait_s=120)
+        finally:
+            worker.stop(10)
+        assert done.status == "succeeded", done
+        assert done.value == {"counts": {"flow": str(result.flow_id), "succeeded": n - 3,
+                                         "dead": 3, "cancelled": 0}, "left": 0}
+        assert query(url, "SELECT task_id FROM callback_runs") == [(result.callback_id,)]
+        flow = client.flow(result.flow_id, limit=0)
+        assert flow is not None
+        # Three rows died: the flow has failed, its dead letters left to retry or drop.
+        assert flow.state == "failed"
+        assert {k: v for k, v in flow.counts.items() if v} == {"succeeded": n - 3 + 1, "dead": 3}
+
+
+def test_a_failed_write_leaves_no_callback(spark: Any, dbs: Databases) -> None:
+    """Refused while Spark stages the rows (a null payload) or by the merge (max_attempts
+    0, which the staging table takes): the merge's transaction writes the callback, so
+    neither leaves a task or a flow, and the error says on_complete will not run."""
+    url = dbs.create()
+    frame = spark.range(0, 10, 1, 2).select(F.col("id").alias("n"))
+    payload = F.to_json(F.struct("n"))
+    refusals: list[tuple[dict[str, Any], str]] = [
+        ({"payload": F.when(F.col("n") == 7, F.lit(None)).otherwise(payload)},
+         "payload: must not be null"),
+        ({"payload": payload, "max_attempts": F.col("n") - 1},
+         "max_attempts: must be between 1 and 2147483647"),
+    ]
+    for arguments, rule in refusals:
+        with pytest.raises(shardq.SparkWriteError) as caught:
+            write_tasks(frame, dsn=url, queue="rows", on_complete=next_stage.s(url),
+                        **arguments)
+        assert str(caught.value) == f"{rule} (nothing was written, and on_complete will not run)"
+        assert query(url, "SELECT count(*) FROM shardq.tasks") == [(0,)]
+        assert query(url, "SELECT count(*) FROM shardq.flows") == [(0,)]
+    # The callback's arguments are checked before Spark runs anything.
+    with pytest.raises(shardq.InvalidTask, match=r"^on_complete \(.*next_stage\.s\(\)\)"):
+        write_tasks(frame, dsn=url, queue="rows", payload=["n"], on_complete=next_stage.s())
+
+
+def test_on_complete_counts_the_tasks_its_merge_inserted(spark: Any, dbs: Databases) -> None:
+    """Idempotent writes: a re-run inserts no task and writes no second callback, a
+    later run counts only the rows new to the ledger, and a write of no rows has its
+    callback released at once with zero counts (as enqueue_many's of no payloads)."""
+    url = dbs.create()
+
+    def write(rows: int) -> Any:
+        return write_tasks(spark.range(rows).select(F.col("id").alias("n")), dsn=url,
+                           queue="rows", payload=["n"], mode="idempotent", id_columns=["n"],
+                           on_complete=next_stage.s(url))
+
+    first, again, more, empty = write(100), write(100), write(150), write(0)
+    assert (first.tasks, again.tasks, more.tasks, empty.tasks) == (100, 0, 50, 0)
+    assert again.flow_id is None
+    assert again.callback_id is None
+    assert sorted(query(url, "SELECT nodes FROM shardq.flows")) == [(1,), (51,), (101,)]
+    callbacks = [first.callback_id, more.callback_id, empty.callback_id]
+    waits = "SELECT id, status, waits FROM shardq.tasks WHERE id = ANY(%s)"
+    assert sorted(query(url, waits, (callbacks,)), key=lambda r: callbacks.index(r[0])) == [
+        (first.callback_id, "waiting", OPEN_WAITS), (more.callback_id, "waiting", OPEN_WAITS),
+        (empty.callback_id, "waiting", OPEN_WAITS)]
+    with shardq.Client(url) as client:
+        resolve(client.statements)  # the seals: each callback waits for its own tasks
+    assert sorted(query(url, waits, (callbacks,)), key=lambda r: callbacks.index(r[0])) == [
+        (first.callback_id, "waiting", 100), (more.callback_id, "waiting", 50),
+        (empty.callback_id, "available", 0)]
+    [(payload,)] = query(url, "SELECT payload FROM shardq.tasks WHERE id = %s",
+                         (empty.callback_id,))
+    assert payload["args"] == [{"flow": str(empty.flow_id), "succeeded": 0, "dead": 0,
+                                "cancelled": 0}, url]

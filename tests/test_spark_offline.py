@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
+import shardq
 from shardq.core import migrate, sqlfiles
-from shardq.core.errors import ConfigError
+from shardq.core.errors import ConfigError, InvalidTask
 from shardq.spark import (
     COCKROACHDB_BATCH_SIZE,
     POSTGRESQL_BATCH_SIZE,
@@ -21,6 +22,8 @@ from shardq.spark import (
     jdbc_target,
     libpq_url,
     task_id,
+    write_stream_tasks,
+    write_tasks,
     writer_options,
 )
 from shardq.spark.merge import merge_query, new_stage_name
@@ -191,9 +194,81 @@ def test_merge_is_one_statement_over_insert_rows(pglast: Any, idempotent: bool) 
     assert len(parsed) == 1
 
 
+@pytest.mark.parametrize(("idempotent", "stream"), [(False, False), (True, False), (True, True)])
+def test_a_batch_merge_names_the_flow_and_its_callback_in_each_task(
+        pglast: Any, idempotent: bool, stream: bool) -> None:
+    """With on_complete every merge inserts through insert_batch: each task names the
+    batch's flow and its callback, no row coalesces, and it stays one statement that
+    says whether the ledger took its rows."""
+    text = merge_query(new_stage_name(), idempotent=idempotent, stream=stream,
+                       batch=True).as_string(None)
+    assert not re.search(r"\{\w+\}", re.sub(r"--[^\n]*", "", text)), "a placeholder is unfilled"
+    assert "flow_id, flow_next)" in text
+    assert "%(flow_id)s::uuid,\n       ARRAY[%(callback_id)s::uuid]" in text
+    assert "ON CONFLICT (queue, key)" not in text
+    assert "AS taken" in text
+    bound = {"%(now)s": "NULL", "%(batch)s": "NULL", "%(flow_id)s": "NULL",
+             "%(callback_id)s": "NULL"}
+    assert len(pglast.parse_sql(re.sub(r"%\(\w+\)s", lambda m: bound[m.group(0)], text))) == 1
+    plain = merge_query(new_stage_name(), idempotent=idempotent, stream=stream).as_string(None)
+    assert "flow_next" not in plain
+
+
+app = shardq.App()
+
+
+@app.task(queue="done")
+def done(counts: dict[str, Any], label: str) -> None:
+    """A batch's callback."""
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    ({"on_complete": "done"}, "on_complete takes a signature (fn.s(...) or fn.si(...)), "
+                              "got 'done'"),
+    ({"on_complete": done.s("x"), "key": "k"},
+     "a write with on_complete takes no key: a keyed row may merge into another task of "
+     "its key, which is not the batch's"),
+])
+def test_on_complete_is_a_signature_without_key(arguments: dict[str, Any], message: str) -> None:
+    """Refused before Spark or the database is touched, in one line."""
+    with pytest.raises(InvalidTask) as refused:
+        write_tasks(object(), dsn="postgresql://h/db", queue="q", payload="p", **arguments)
+    assert str(refused.value) == message
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    ({"on_complete": 3}, "on_complete takes a signature (fn.s(...) or fn.si(...)) or a "
+                         "function of the micro-batch id that returns one, got 3"),
+    ({"on_complete": lambda batch_id: done.s(str(batch_id)), "key": "k"},
+     "a write with on_complete takes no key: a keyed row may merge into another task of "
+     "its key, which is not the batch's"),
+])
+def test_a_streams_on_complete_is_a_signature_or_a_function_of_the_batch(
+        arguments: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidTask) as refused:
+        write_stream_tasks(object(), dsn="postgresql://h/db", queue="q", payload="p",
+                           checkpoint_location="/tmp/x", **arguments)
+    assert str(refused.value) == message
+
+
+def test_a_micro_batchs_callback() -> None:
+    from shardq.spark.complete import of_batch
+
+    assert of_batch(done.s("all"), 7) == done.s("all")
+    assert of_batch(lambda batch_id: done.s(f"batch {batch_id}"), 7) == done.s("batch 7")
+    def nothing(batch_id: int) -> Any:
+        return None
+
+    with pytest.raises(InvalidTask) as refused:
+        of_batch(nothing, 7)
+    assert str(refused.value) == ("on_complete(7) must return a signature (fn.s(...) or "
+                                  "fn.si(...)), got None")
+
+
 def test_spark_sql_files_load_and_have_no_placeholder_in_comments() -> None:
     for name in ("stage_create", "stage_drop", "rows", "rows_new", "new_ids", "new_batch",
-                 "merge", "merge_fresh", "merge_stream", "ledger_exists", "ledger_prune"):
+                 "merge", "merge_fresh", "merge_stream", "ledger_exists", "ledger_prune",
+                 "insert_batch"):
         text = sqlfiles.text(f"spark/{name}")
         for line in text.splitlines():
             assert "{" not in line.partition("--")[2], f"{name}: {line}"

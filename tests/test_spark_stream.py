@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,11 +15,13 @@ from typing import Any
 
 import pytest
 
+import shardq
 from shardq.core.errors import ConfigError
+from shardq.loops.resolver import resolve
 from shardq.spark import WriteResult, write_stream_tasks
 from shardq.spark.merge import merge_query, new_stage_name
 from tests.conftest import ROOT, Databases
-from tests.helpers import query
+from tests.helpers import claim_all, query
 from tests.spark_env import JAR, quick_jvm, require_spark
 
 require_spark()
@@ -27,11 +30,19 @@ F = pytest.importorskip("pyspark.sql.functions")
 # The streaming driver the first test runs as a process of its own; with
 # SHARDQ_TEST_KILL_AT_BATCH set it SIGKILLs itself (the Python driver and its JVM, its
 # whole process group) right after that batch's tasks were committed, before Spark
-# commits the batch to the checkpoint.
+# commits the batch to the checkpoint.  With SHARDQ_TEST_ON_COMPLETE set, each batch's
+# tasks have a callback, done(counts, batch_id).
 DRIVER = """
 import os, signal, sys
 from pyspark.sql import SparkSession
+import shardq
 from shardq.spark import write_stream_tasks
+
+app = shardq.App()
+
+@app.task(queue="stream_done")
+def done(counts, batch_id):
+    pass
 
 dsn, source, checkpoint, jar = sys.argv[1:5]
 spark = (SparkSession.builder.master("local[2]").config("spark.jars", jar)
@@ -41,15 +52,18 @@ spark.sparkContext.setLogLevel("ERROR")
 rows = (spark.readStream.schema("n long, text string").option("maxFilesPerTrigger", 1)
         .json(source))
 kill_at = os.environ.get("SHARDQ_TEST_KILL_AT_BATCH")
+on_complete = (lambda batch_id: done.s(batch_id)) if os.environ.get(
+    "SHARDQ_TEST_ON_COMPLETE") else None
 
 def on_batch(batch_id, result):
-    print(f"batch {batch_id}: staged {result.staged} tasks {result.tasks}", flush=True)
+    print(f"batch {batch_id}: staged {result.staged} tasks {result.tasks} "
+          f"callback {result.callback_id}", flush=True)
     if kill_at is not None and batch_id == int(kill_at):
         os.killpg(os.getpgid(0), signal.SIGKILL)
 
 query = write_stream_tasks(rows, dsn=dsn, queue="stream", payload=["n", "text"],
                            checkpoint_location=checkpoint, trigger={"availableNow": True},
-                           on_batch=on_batch)
+                           on_batch=on_batch, on_complete=on_complete)
 query.awaitTermination()
 print("stopped", flush=True)
 """
@@ -62,28 +76,35 @@ def land(source: Path, name: str, numbers: range) -> None:
     part.rename(source / name)
 
 
-def run_driver(tmp: Path, url: str, kill_at: int | None) -> subprocess.CompletedProcess[str]:
+def run_driver(tmp: Path, url: str, kill_at: int | None,
+               on_complete: bool) -> subprocess.CompletedProcess[str]:
     script = tmp / "driver.py"
     script.write_text(DRIVER)
     env = quick_jvm({**os.environ, "PYTHONPATH": str(ROOT)})
     env.pop("SHARDQ_TEST_KILL_AT_BATCH", None)
+    env.pop("SHARDQ_TEST_ON_COMPLETE", None)
     if kill_at is not None:
         env["SHARDQ_TEST_KILL_AT_BATCH"] = str(kill_at)
+    if on_complete:
+        env["SHARDQ_TEST_ON_COMPLETE"] = "1"
     return subprocess.run(
         [sys.executable, str(script), url, str(tmp / "in"), str(tmp / "checkpoint"), str(JAR)],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=180,
         start_new_session=True)
 
 
-def test_a_driver_killed_before_the_checkpoint_commit(tmp_path: Path,
-                                                      dbs: Databases) -> None:
+@pytest.mark.parametrize("on_complete", [False, True], ids=["plain", "on_complete"])
+def test_a_driver_killed_before_the_checkpoint_commit(tmp_path: Path, dbs: Databases,
+                                                      on_complete: bool) -> None:
+    """Every row becomes one task, and with on_complete every micro-batch has one
+    callback, counting its own tasks: batch 1, run again, writes neither."""
     url = dbs.create()
     source = tmp_path / "in"
     source.mkdir()
     land(source, "a.json", range(0, 1000))
     land(source, "b.json", range(1000, 1500))
 
-    killed = run_driver(tmp_path, url, kill_at=1)
+    killed = run_driver(tmp_path, url, kill_at=1, on_complete=on_complete)
     assert killed.returncode == -9, killed.stdout + killed.stderr
     assert "batch 0: staged 1000 tasks 1000" in killed.stdout
     assert "batch 1: staged 500 tasks 500" in killed.stdout
@@ -92,20 +113,41 @@ def test_a_driver_killed_before_the_checkpoint_commit(tmp_path: Path,
     assert (commits / "0").is_file()
     assert not (commits / "1").exists()  # batch 1 was never committed
     assert (tmp_path / "checkpoint" / "offsets" / "1").is_file()
-    assert query(url, "SELECT count(*) FROM shardq.tasks") == [(1500,)]
+    assert query(url, "SELECT count(*) FROM shardq.tasks WHERE queue = 'stream'") == [(1500,)]
 
     land(source, "c.json", range(1500, 1700))
-    restarted = run_driver(tmp_path, url, kill_at=None)
+    restarted = run_driver(tmp_path, url, kill_at=None, on_complete=on_complete)
     assert restarted.returncode == 0, restarted.stdout + restarted.stderr
     # Spark ran batch 1 again (the same files): the ledger held it, nothing was inserted.
-    assert "batch 1: staged 500 tasks 0" in restarted.stdout
+    assert "batch 1: staged 500 tasks 0 callback None" in restarted.stdout
     assert "batch 2: staged 200 tasks 200" in restarted.stdout
     assert "batch 0:" not in restarted.stdout
-    payloads = [p for (p,) in query(url, "SELECT payload FROM shardq.tasks")]
+    payloads = [p for (p,) in query(url, "SELECT payload FROM shardq.tasks "
+                                         "WHERE queue = 'stream'")]
     assert sorted(p["n"] for p in payloads) == list(range(1700))  # each row once
     assert all(p["text"] == f"row {p['n']}" for p in payloads)
     # The ledger keeps only the last batch's id.
     assert query(url, "SELECT count(*) FROM shardq.spark_ledger") == [(1,)]
+    if on_complete:
+        callbacks_count_their_batch(url)
+    else:
+        assert query(url, "SELECT count(*) FROM shardq.flows") == [(0,)]
+
+
+def callbacks_count_their_batch(url: str) -> None:
+    """One flow per micro-batch, named after it; once every task is done, each callback
+    is released with its batch's counts and its batch id."""
+    stream = "spark stream [0-9a-f-]{36} batch "
+    flows = query(url, "SELECT name, nodes FROM shardq.flows ORDER BY name")
+    assert [(re.sub(stream, "", name), nodes) for name, nodes in flows] == [
+        ("0", 1001), ("1", 501), ("2", 201)]
+    with shardq.Client(url) as client:
+        while tasks := claim_all(client, "stream", most=1000):
+            client.ack_many(tasks)
+        resolve(client.statements)
+        released = claim_all(client, "stream_done")
+    got = sorted((t.payload["args"][1], t.payload["args"][0]["succeeded"]) for t in released)
+    assert got == [(0, 1000), (1, 500), (2, 200)]
 
 
 FAIL_AT = 3_000

@@ -5,7 +5,9 @@ a task; the executors write the rows, no Python runs per row.  PySpark is an opt
 extra (``pip install 'shardq[spark]'``): this package imports without it and says so
 when used.  ``write_stream_tasks`` is the Structured Streaming sink (each row one task,
 once, across retries and restarts); ``read_tasks`` reads tasks, dead letters and
-kept results back as a DataFrame.  Spark needs the PostgreSQL JDBC driver
+kept results back as a DataFrame.  With ``on_complete=fn.s(...)`` a write's tasks (or
+each micro-batch's) form one batch whose callback runs once they all ended, so that
+a pipeline's next stage starts from it.  Spark needs the PostgreSQL JDBC driver
 (``spark.jars``, e.g. Debian's ``libpostgresql-jdbc-java`` at
 /usr/share/java/postgresql.jar) and a TCP address.
 """

@@ -44,6 +44,7 @@ SUMMARY_CHARS = 300
 # of the failing partition (direct: one transaction per partition), or committed
 # batches of it too (direct with isolationLevel NONE, set through jdbc_options).
 STAGED = "nothing was written"
+STAGED_BATCH = "nothing was written, and on_complete will not run"
 DIRECT = "the failing partition wrote nothing; other partitions may have committed theirs"
 BATCHES = "batches of the failing partition and other partitions may have committed"
 

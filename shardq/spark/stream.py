@@ -17,7 +17,7 @@ from typing import Any
 
 from shardq.core.config import ClientConfig, load
 from shardq.core.errors import ConfigError
-from shardq.spark import frame, merge
+from shardq.spark import complete, frame, merge
 from shardq.spark.write import WriteResult, _addresses, _statements, write_frame
 
 # The columns a micro-batch's rows get for their ids: the batch id and the row's
@@ -41,21 +41,31 @@ def batch_ledger_id(stream: uuid.UUID, batch_id: int) -> uuid.UUID:
     return uuid.uuid5(stream, f"batch:{batch_id}")
 
 
+def flow_name(stream: uuid.UUID, batch_id: int) -> str:
+    """The name of the flow of micro-batch ``batch_id``'s ``on_complete`` batch."""
+    return f"spark stream {stream} batch {batch_id}"
+
+
 @dataclass
 class BatchWriter:
     """The ``foreachBatch`` function of :func:`write_stream_tasks`: ``(df, batch_id)``
-    writes the batch's rows as tasks, once, and calls ``on_batch(batch_id, result)``."""
+    writes the batch's rows as tasks, once, with the batch's ``on_complete`` callback,
+    and calls ``on_batch(batch_id, result)``."""
 
     dsn: str | None
     stream: uuid.UUID
     options: dict[str, Any]
     on_batch: OnBatch | None = None
     natural_ids: bool = False
+    on_complete: complete.PerBatch | None = None
 
     def __call__(self, df: Any, batch_id: int) -> None:
         """Write micro-batch ``batch_id`` (Spark calls this on the driver)."""
         F = frame.functions()
         options = dict(self.options)
+        if self.on_complete is not None:
+            options.update(on_complete=complete.of_batch(self.on_complete, batch_id),
+                           flow_name=flow_name(self.stream, batch_id))
         if self.natural_ids:
             result = write_frame(df, mode="idempotent", **options)
         else:
@@ -96,7 +106,8 @@ def write_stream_tasks(stream_df: Any, *, checkpoint_location: str,
                        jdbc_options: Mapping[str, str] | None = None,
                        trigger: Mapping[str, Any] | None = None,
                        query_name: str | None = None,
-                       on_batch: OnBatch | None = None) -> Any:
+                       on_batch: OnBatch | None = None,
+                       on_complete: complete.PerBatch | None = None) -> Any:
     """Start a streaming query that writes each row of ``stream_df`` as one task, exactly
     once, and return its ``StreamingQuery``.
 
@@ -109,6 +120,18 @@ def write_stream_tasks(stream_df: Any, *, checkpoint_location: str,
     ``{"availableNow": True}``; default: Spark's, as soon as the last batch ends);
     ``on_batch(batch_id, WriteResult)`` runs after a batch's tasks are committed, before
     Spark commits the batch to the checkpoint.
+
+    ``on_complete``: each micro-batch's tasks form one batch, whose callback runs once
+    every one of them ended, with the batch's counts as its first argument (as in
+    :func:`shardq.spark.write_tasks`).  A signature (``fn.s(...)``, the same for every
+    micro-batch), or a function of the micro-batch id that returns the batch's
+    (``lambda batch_id: done.s(batch_id)``), called on the driver.  The callback is
+    written in the merge's transaction, only if the ledger takes the batch: a batch
+    Spark runs again gets no second callback.  Its flow is named
+    ``spark stream <stream id> batch <batch id>``; ``on_batch``'s result holds its
+    ``flow_id`` and ``callback_id``.  With ``id_columns``, a micro-batch all of whose
+    rows the ledger held already (run again, or every row seen in earlier batches)
+    inserts no task and has no callback.  Such a stream takes no ``key``.
 
     What identifies a row: without ``id_columns``, the stream (its checkpoint location,
     :func:`stream_id`), the micro-batch id and the row's position in the batch.  The
@@ -126,6 +149,7 @@ def write_stream_tasks(stream_df: Any, *, checkpoint_location: str,
     too; :func:`shardq.spark.prune_ledger` forgets ids after a time you choose.
     """
     frame.functions()  # PySpark is there, or a ConfigError says how to install it
+    complete.refuse(on_complete, key, per_batch=True)
     if not checkpoint_location:
         raise ConfigError("write_stream_tasks needs a checkpoint_location")
     if not getattr(stream_df, "isStreaming", False):
@@ -138,7 +162,8 @@ def write_stream_tasks(stream_df: Any, *, checkpoint_location: str,
         num_partitions=num_partitions, id_columns=id_columns, id_namespace=id_namespace,
         jdbc_options=jdbc_options)
     writer = BatchWriter(dsn, stream_id(checkpoint_location, id_namespace), options,
-                         on_batch, natural_ids=id_columns is not None)
+                         on_batch, natural_ids=id_columns is not None,
+                         on_complete=on_complete)
     stream = stream_df.writeStream.foreachBatch(writer).option(
         "checkpointLocation", checkpoint_location)
     if trigger:

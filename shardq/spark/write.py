@@ -11,7 +11,9 @@ from shardq.core.config import ClientConfig, load
 from shardq.core.db import Database
 from shardq.core.errors import ConfigError
 from shardq.core.statements import Statements
-from shardq.spark import failure, frame, merge
+from shardq.core.task import TaskId
+from shardq.flows.canvas import Signature
+from shardq.spark import complete, failure, frame, merge
 from shardq.spark.jdbc import jdbc_target, libpq_url, writer_options
 
 MODES = ("append", "idempotent")
@@ -28,6 +30,9 @@ class WriteResult:
     inserted or coalesced into a waiting task of their key, and in idempotent mode
     ``fresh``, the distinct ids the ledger had not seen (rows whose id it had seen
     were skipped).  A direct write counts nothing (that would cost Spark another pass).
+    With ``on_complete``: ``flow_id``, the batch's flow, and ``callback_id``, the task
+    ``on_complete`` runs as (whose result is the flow's); both None when the write
+    inserted nothing new (the ledger held every row), and so has no callback.
     """
 
     mode: str
@@ -35,6 +40,8 @@ class WriteResult:
     staged: int | None = None
     tasks: int | None = None
     fresh: int | None = None
+    flow_id: TaskId | None = None
+    callback_id: TaskId | None = None
 
 
 def write_tasks(df: Any, *, url: str | None = None, dsn: str | None = None,
@@ -48,7 +55,8 @@ def write_tasks(df: Any, *, url: str | None = None, dsn: str | None = None,
                 num_partitions: int | None = None, id_columns: Sequence[str] | None = None,
                 id_namespace: uuid.UUID | None = None,
                 jdbc_options: Mapping[str, str] | None = None,
-                trace_context: frame.ColumnLike | None = None) -> WriteResult:
+                trace_context: frame.ColumnLike | None = None,
+                on_complete: Signature | None = None) -> WriteResult:
     """Write one task per row of ``df`` with Spark's JDBC writer.
 
     - ``dsn``: the database, a libpq URL (``postgresql://user:pass@host:5432/db``;
@@ -85,17 +93,27 @@ def write_tasks(df: Any, *, url: str | None = None, dsn: str | None = None,
     - ``batch_size`` rows per JDBC batch (default 5000 on PostgreSQL, 128 on
       CockroachDB); ``num_partitions`` parallel writers (coalesce or repartition);
       ``jdbc_options`` override any writer option.
+    - ``on_complete`` (a signature, ``fn.s(...)``): the tasks written form one batch, as
+      in :meth:`shardq.Client.enqueue_many`, and ``on_complete`` runs once, when every
+      one of them ended, with the batch's counts as its first argument (``{"flow": id,
+      "succeeded": n, "dead": n, "cancelled": n}``; ``fn.si`` takes none).  The write is
+      then staged, and the merge's transaction writes the callback too, waiting for
+      exactly the tasks it inserted: a failed write leaves no callback, and a write
+      whose every row the ledger held (``mode="idempotent"`` run again) inserts no task
+      and writes no callback.  Such a write takes no ``key``.
     """
     if mode not in MODES:
         raise ConfigError(f"mode must be one of {MODES}, got {mode!r}")
     if id_columns is not None and mode != "idempotent":
         raise ConfigError("id_columns only apply to mode='idempotent'")
+    complete.refuse(on_complete, key)
     return write_frame(df, url=url, dsn=dsn, queue=queue, payload=payload, run_at=run_at,
                        priority=priority, key=key, max_attempts=max_attempts, group=group,
                        mode=mode,
                        batch_size=batch_size, num_partitions=num_partitions,
                        id_columns=id_columns, id_namespace=id_namespace,
-                       jdbc_options=jdbc_options, trace_context=trace_context)
+                       jdbc_options=jdbc_options, trace_context=trace_context,
+                       on_complete=on_complete)
 
 
 def write_frame(df: Any, *, url: str | None, dsn: str | None, queue: frame.ColumnLike,
@@ -107,10 +125,13 @@ def write_frame(df: Any, *, url: str | None, dsn: str | None, queue: frame.Colum
                 id_columns: Sequence[str] | None, id_namespace: uuid.UUID | None,
                 jdbc_options: Mapping[str, str] | None,
                 batch: uuid.UUID | None = None,
-                trace_context: frame.ColumnLike | None = None) -> WriteResult:
+                trace_context: frame.ColumnLike | None = None,
+                on_complete: Signature | None = None,
+                flow_name: str | None = None) -> WriteResult:
     """:func:`write_tasks` with its arguments checked; ``batch`` (a stream's micro-batch
     ledger id) makes the staged merge all-or-nothing on that id (``mode="idempotent"``,
-    ids from ``id_columns``, which then need not be unique beyond the batch)."""
+    ids from ``id_columns``, which then need not be unique beyond the batch);
+    ``flow_name`` names the flow of ``on_complete``'s batch."""
     F = frame.functions()
     if num_partitions is not None and num_partitions < 1:
         raise ConfigError(f"num_partitions must be positive, got {num_partitions}")
@@ -123,7 +144,11 @@ def write_frame(df: Any, *, url: str | None, dsn: str | None, queue: frame.Colum
             dialect.require_keyed_tasks()
         if mode == "idempotent":
             merge.require_ledger(st)
-        direct = is_direct(mode, dialect.name, key=key, run_at=run_at, priority=priority)
+        if on_complete is not None:
+            complete.check(st, on_complete, flow_name)
+        # A batch's tasks are counted by the merge that inserts them, in its transaction.
+        direct = on_complete is None and is_direct(mode, dialect.name, key=key,
+                                                   run_at=run_at, priority=priority)
         tasks = _task_frame(F, df, queue=queue, payload=payload, run_at=run_at,
                             priority=priority, key=key, max_attempts=max_attempts,
                             group=group, default_max_attempts=config.max_attempts,
@@ -148,13 +173,18 @@ def write_frame(df: Any, *, url: str | None, dsn: str | None, queue: frame.Colum
             stage = merge.new_stage_name()
             merge.create_stage(st, stage)
             try:
-                with failure.reported(failure.STAGED):
+                with failure.reported(failure.STAGED if on_complete is None
+                                      else failure.STAGED_BATCH):
                     save(f"{merge.SCHEMA}.{stage}")
                     merged = merge.merge(st, stage, idempotent=mode == "idempotent",
-                                         batch=batch)
+                                         batch=batch, on_complete=on_complete,
+                                         flow_name=flow_name)
             finally:
                 merge.drop_stage(st, stage)
-            result = WriteResult(mode, "staged", merged.staged, merged.tasks, merged.fresh)
+            ids = (None, None) if merged.batch is None else (merged.batch.flow_id,
+                                                             merged.batch.callback_id)
+            result = WriteResult(mode, "staged", merged.staged, merged.tasks, merged.fresh,
+                                 *ids)
         if dialect.notify and config.notify and isinstance(queue, str):
             merge.notify(st, queue)
         return result
