@@ -129,7 +129,8 @@ def written(st: Statements, conn: Any, flow: dict[str, Any], ids: list[TaskId],
 
         return Plan(steps, conn)
 
-    return produce.traced(params, count if count is not None else len(rows), make)
+    return produce.traced(params, count if count is not None else len(rows), make,
+                          flow_id=flow["flow_id"])
 
 
 def _write(st: Statements, flow: dict[str, Any], ids: list[TaskId],
