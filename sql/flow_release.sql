@@ -8,7 +8,8 @@
 -- - counts: the flow's counts (a batch's callback): its id, and how many of its
 --   nodes succeeded, died and were cancelled.
 -- The results are read once, here; a node that waits for nothing more is never read
--- again.  Returns the queues of the nodes released (with notify, waking workers).
+-- again.  Returns the queues of the nodes released, with how many each (and with
+-- notify, wakes workers).
 WITH d AS (
     SELECT u.id, u.n FROM unnest(%(ids)s::uuid[], %(counts)s::int8[]) AS u(id, n)
 ), released AS (
@@ -34,7 +35,7 @@ WITH d AS (
       AND t.status = 'waiting'
     RETURNING t.queue, t.status
 )
-SELECT released.queue, {flow_notify}
+SELECT released.queue, count(*) AS n, {flow_notify}
 FROM released
 WHERE released.status = 'available'
 GROUP BY released.queue

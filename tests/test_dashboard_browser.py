@@ -1,7 +1,8 @@
 """The dashboard in a real headless Chromium (Debian's package, driven by Playwright): the
 queue list shows and refreshes a queue's counts, an action works with the token and is
 refused without it, a task's page shows its history, dead letters are retried by ticking
-them.  Skipped, with the reason, where no Chromium is installed."""
+them, a flow's page follows its progress and cancels it.  Skipped, with the reason, where
+no Chromium is installed."""
 
 from __future__ import annotations
 
@@ -14,12 +15,21 @@ from typing import Any
 import pytest
 
 import shardq
+from shardq.loops.resolver import resolve
 from shardq.web import DashboardConfig, create_app
 from tests.helpers import claim_all
 from tests.web import TOKEN, serving
 
 playwright = pytest.importorskip("playwright.sync_api",
                                  reason="playwright is not installed (pip install -e '.[test]')")
+
+app = shardq.App()  # its function only names the tasks: the test's client writes the flow
+
+
+@app.task
+def step(n: int) -> int:
+    return n
+
 
 CHROMIUM = (os.environ.get("SHARDQ_TEST_CHROMIUM") or shutil.which("chromium")
             or shutil.which("chromium-browser"))
@@ -166,3 +176,34 @@ def test_dead_letters_are_retried_by_ticking_them(page: Any, site: str,
     playwright.expect(page.get_by_role("status")).to_contain_text("retried 1 dead task(s)")
     figures = timed.stats(queue)
     assert (figures["available"], figures["dead"]) == (1, 2)
+
+
+def test_flow_page_follows_its_progress_and_cancels_it(page: Any, site: str,
+                                                       timed: shardq.Client) -> None:
+    queue = fresh("flow")
+    s = step.si(0).set(queue=queue)
+    handle = timed.enqueue_flow(shardq.chain(s, shardq.group(s, s), s), name="nightly")
+    page.goto(f"{site}/tasks/{handle.ids[3]}")
+    playwright.expect(page.locator("#state")).to_have_text("waiting")
+    page.click("#flow")
+    page.wait_for_url(f"{site}/flows/{handle.id}")
+    playwright.expect(page.locator("#state")).to_have_text("running")
+    playwright.expect(page.locator("#progress")).to_contain_text("0 of 4 task(s) finished")
+    [first] = claim_all(timed, queue)
+    timed.ack(first)
+    resolve(timed.statements)
+    # No reload: the page refreshes its figures in place.
+    playwright.expect(page.locator("#progress")).to_contain_text("1 of 4 task(s) finished")
+    playwright.expect(page.locator('[data-field="pending"]')).to_have_text("2")
+    bar = page.get_by_role("progressbar")
+    playwright.expect(bar).to_have_attribute("aria-valuenow", "1")
+    assert page.locator("#cancel-flow").count() == 0  # not logged in
+    log_in(page)
+    assert page.url == f"{site}/flows/{handle.id}"
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#cancel-flow")
+    playwright.expect(page.get_by_role("status")).to_contain_text("3 task(s) that had not "
+                                                                  "finished")
+    playwright.expect(page.locator("#state")).to_have_text("cancelled")
+    assert page.locator("#cancel-flow").count() == 0
+    assert timed.flow(handle.id).state == "cancelled"  # type: ignore[union-attr]

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
+from shardq.cli import flows as cli_flows
 from shardq.cli import ops as cli_ops
 from shardq.cli.commands import (
     cmd_consume,
@@ -134,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "running")
     p.add_argument("id")
 
+    cli_flows.add_commands(command)
     cli_ops.add_commands(sub, command)
 
     p = sub.add_parser("dead", help="dead letters: list, retry or purge them")

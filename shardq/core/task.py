@@ -74,7 +74,8 @@ class TaskInfo:
     times_requeued: int
     last_requeued_at: datetime | None
     state: str
-    """available, scheduled (available but not yet due), locked or dead."""
+    """available, scheduled (available but not yet due), locked, dead, or waiting (a
+    task of a flow that waits for others to succeed first)."""
     group: str | None = None
     """The group it was enqueued in (``enqueue(..., group=...)``), if any."""
     worker_id: UUID | None = None
@@ -86,6 +87,10 @@ class TaskInfo:
 
     trace_context: str | None = None
     """The W3C ``traceparent`` of the span that enqueued the task, if it was traced."""
+    flow_id: UUID | None = None
+    """The flow the task belongs to (:meth:`Client.flow` reads it), or None."""
+    waits: int | None = None
+    """How many tasks of its flow it still waits for (a ``waiting`` task), else None."""
 
 
 @dataclass(frozen=True)

@@ -41,9 +41,11 @@ class Tracer(ABC):
     """What shardq tells a tracer (the instrumentor's implementation makes the spans)."""
 
     @abstractmethod
-    def publish(self, queue: str, count: int, task_id: UUID | None) -> Publishing:
+    def publish(self, queue: str, count: int, task_id: UUID | None, *,
+                flow_id: UUID | None = None) -> Publishing:
         """Begin the span of an enqueue of ``count`` tasks to ``queue`` (of ``task_id``,
-        when the id is known beforehand), in the caller's current context."""
+        when the id is known beforehand; the tasks of flow ``flow_id``, when the enqueue
+        writes a flow), in the caller's current context."""
 
     @abstractmethod
     def received(self, queue: str, tasks: Sequence[Task], began_ns: int) -> None:

@@ -156,6 +156,11 @@ def task_id(value: object) -> UUID:
     return _uuid(value, "not a task id")
 
 
+def flow_id(value: object) -> UUID:
+    """A flow id: a UUID, or its text."""
+    return _uuid(value, "not a flow id")
+
+
 def worker_id(value: object) -> UUID | None:
     """A claim's worker identity: None (a claim outside a worker), or a UUID (or its text)."""
     return None if value is None else _uuid(value, "not a worker id (a uuid)")

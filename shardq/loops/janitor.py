@@ -43,6 +43,12 @@ class JanitorReport:
     """Workers' rows deleted because they were not seen for ``worker_stale_s``."""
     flow_events: int = 0
     """Events of flows' tasks folded in (see :mod:`shardq.loops.resolver`)."""
+    flow_released: int = 0
+    """Tasks of flows released by those events: they wait for nothing more."""
+    flow_cancelled: int = 0
+    """Tasks of flows cancelled by them: a task they waited for will never succeed."""
+    flows_finished: int = 0
+    """Flows that ended in the pass: no task left."""
     expired_flows: int = 0
     """Flows deleted because they ended longer ago than their ``keep_result_s``."""
 
@@ -109,7 +115,8 @@ def janitor_pass(st: Statements, *, prune: bool = True) -> JanitorReport:
     report += _drain(st, "janitor_results", None, _expired)
     # Dead tasks purged above may cancel tasks of flows that waited for them.
     folded = resolver.resolve(st)
-    report += JanitorReport(flow_events=folded.events)
+    report += JanitorReport(flow_events=folded.events, flow_released=folded.released,
+                            flow_cancelled=folded.cancelled, flows_finished=folded.finished)
     if prune:
         report += JanitorReport(expired_flows=resolver.purge(st, st.config.janitor_batch))
     if prune:

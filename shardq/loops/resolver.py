@@ -56,7 +56,7 @@ class FoldReport:
     events: int = 0
     """Events folded in."""
     released: int = 0
-    """Queues that had tasks released (one per queue and fold)."""
+    """Tasks released: they wait for nothing more."""
     cancelled: int = 0
     """Tasks cancelled because a task they waited for will never succeed."""
     finished: int = 0
@@ -114,7 +114,7 @@ def _fold(st: Statements) -> Steps[FoldReport]:
         released = yield st.fetch("flow_release", {"ids": [c for c, _ in moved],
                                                    "counts": [n for _, n in moved],
                                                    "notify": st.config.notify})
-        report += FoldReport(released=len(released))
+        report += FoldReport(released=sum(row[1] for row in released))
     finished = yield st.fetch("flow_finish", {"flows": flows})
     return report + FoldReport(finished=len(finished))
 

@@ -129,7 +129,8 @@ def written(st: Statements, conn: Any, flow: dict[str, Any], ids: list[TaskId],
 
         return Plan(steps, conn)
 
-    return produce.traced(params, count if count is not None else len(rows), make)
+    return produce.traced(params, count if count is not None else len(rows), make,
+                          flow_id=flow["flow_id"])
 
 
 def _write(st: Statements, flow: dict[str, Any], ids: list[TaskId],
@@ -189,7 +190,7 @@ def _array(values: list[TaskId] | None) -> str | None:
 
 def get(st: Statements, flow_id: UUID | str, limit: int = 1000) -> Plan[Flow | None]:
     """A flow's state, counts and first ``limit`` tasks; None for an unknown id."""
-    fid = validate.task_id(flow_id)
+    fid = validate.flow_id(flow_id)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_LISTED:
         raise InvalidTask(f"limit must be an integer in [0, {MAX_LISTED}], got {limit!r}")
 
@@ -226,7 +227,7 @@ def _flow(row: tuple[Any, ...], nodes: list[FlowNode]) -> Flow:
 def cancel(st: Statements, flow_id: UUID | str) -> Plan[int]:
     """Cancel every task of a flow that has not finished; returns how many.  A flow that
     ended (or an unknown id) is left alone: 0."""
-    fid = validate.task_id(flow_id)
+    fid = validate.flow_id(flow_id)
 
     def steps() -> Steps[int]:
         locked = yield st.fetch("flow_lock", {"id": fid})

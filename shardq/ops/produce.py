@@ -63,15 +63,15 @@ def placement(st: Statements, queue: str, delay_s: float | None, run_at: datetim
 
 
 def traced(params: dict[str, Any], count: int, make: Callable[[dict[str, Any]], Plan[T]],
-           task_id: TaskId | None = None) -> Plan[T]:
+           task_id: TaskId | None = None, flow_id: UUID | None = None) -> Plan[T]:
     """The plan ``make`` makes of ``params``; with a tracer installed, an enqueue span of
-    ``count`` tasks (or of ``task_id``, when known beforehand) is begun first, its trace
-    context goes into the params (stored with the tasks), and the plan runs inside it
-    (:attr:`Plan.around`)."""
+    ``count`` tasks (or of ``task_id``, when known beforehand; of flow ``flow_id``'s tasks)
+    is begun first, its trace context goes into the params (stored with the tasks, so a
+    flow's tasks share it), and the plan runs inside it (:attr:`Plan.around`)."""
     tracer = tracing.tracer
     if tracer is None:
         return make(params)
-    span = tracer.publish(params["queue"], count, task_id)
+    span = tracer.publish(params["queue"], count, task_id, flow_id=flow_id)
     try:
         plan = make({**params, "trace_context": span.context})
     except BaseException as exc:  # an argument refused: the span ends with the error

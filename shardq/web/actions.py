@@ -15,7 +15,7 @@ from uuid import UUID
 from shardq.core import validate
 from shardq.core.errors import InvalidTask
 from shardq.core.statements import Statements
-from shardq.ops import control, deadletters, flow
+from shardq.ops import control, deadletters, flow, graphs
 from shardq.text import limits
 
 ACTION_ROWS = 1000
@@ -80,6 +80,16 @@ def cancel(st: Statements, task_id: UUID | str) -> Done:
     if result.status is None:
         return Done(f"task {result.task_id} was not waiting or running: nothing cancelled")
     return Done(f"task {result.task_id} cancelled (it was {result.status})", 1)
+
+
+def cancel_flow(st: Statements, flow_id: UUID | str) -> Done | None:
+    """Cancel every task of a flow that has not finished; None when no flow has the id."""
+    n = st.perform(graphs.cancel(st, flow_id))
+    if n:
+        return Done(f"flow {flow_id} cancelled: {n:,} task(s) that had not finished", n)
+    if st.perform(graphs.get(st, flow_id, 0)) is None:
+        return None
+    return Done(f"flow {flow_id} had ended: nothing cancelled")
 
 
 def retry_dead(st: Statements, queue: str | None, ids: Iterable[UUID | str] | None) -> Done:

@@ -2,12 +2,13 @@
 
 Reads: ``GET /api/queues``, ``/api/queues/{name}``, ``/api/tasks/{id}`` (its
 ``history`` holds its attempts), ``/api/tasks/{id}/attempts`` (a finished task's too),
-``/api/workers``, ``/api/throughput[?queue=]``.  Actions (served only with a token, each needing
-``Authorization: Bearer <token>``): ``POST /api/queues/{name}/pause|resume|purge``,
-``POST /api/queues/{name}/limits`` (404 for a queue shardq does not know, unless
-``?create=1``), ``POST /api/dead/retry|purge`` with ``{"queue": ...}`` or
-``{"ids": [...]}``, and ``POST /api/tasks/{id}/cancel``.  Actions answer
-``{"message", "count", "more"}``; ``more`` says a bounded action left work to do (call it again).
+``/api/flows/{id}[?limit=]``, ``/api/workers``, ``/api/throughput[?queue=]``.  Actions
+(served only with a token, each needing ``Authorization: Bearer <token>``):
+``POST /api/queues/{name}/pause|resume|purge``, ``POST /api/queues/{name}/limits`` (404
+for a queue shardq does not know, unless ``?create=1``), ``POST /api/dead/retry|purge``
+with ``{"queue": ...}`` or ``{"ids": [...]}``, ``POST /api/tasks/{id}/cancel`` and
+``POST /api/flows/{id}/cancel``.  Actions answer ``{"message", "count", "more"}``;
+``more`` says a bounded action left work to do (call it again).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from shardq.web.context import Context, context
 
 Endpoint = Callable[[Request], Awaitable[JSONResponse]]
 TRUE = ("1", "true", "yes")
+FLOW_LIMIT = 1000  # a flow's tasks listed unless ?limit= says otherwise
 
 
 def get_queues(request: Request) -> JSONResponse:
@@ -60,6 +62,21 @@ def get_attempts(request: Request) -> JSONResponse:
     st = context(request).st
     found = st.perform(attempts.attempts(st, request.path_params["id"]))
     return JSONResponse({"attempts": [reads.plain(dataclasses.asdict(a)) for a in found]})
+
+
+def get_flow(request: Request) -> JSONResponse:
+    """One flow: its state, counts, progress and first ``limit`` tasks (1,000 by default;
+    404 for an unknown id)."""
+    raw = request.query_params.get("limit", str(FLOW_LIMIT))
+    try:
+        limit = int(raw)
+    except ValueError:
+        raise HTTPException(400, f"limit must be an integer, got {raw!r}") from None
+    found = reads.flow(context(request).st, request.path_params["id"], limit)
+    if found is None:
+        raise HTTPException(404, "no such flow (it ended longer ago than its keep_result_s, "
+                                 "or never existed)")
+    return JSONResponse(reads.flow_json(found))
 
 
 def get_workers(request: Request) -> JSONResponse:
@@ -123,6 +140,16 @@ async def post_cancel(request: Request) -> JSONResponse:
     return _done(await run_in_threadpool(actions.cancel, ctx.st, request.path_params["id"]))
 
 
+async def post_cancel_flow(request: Request) -> JSONResponse:
+    """Cancel every task of a flow that has not finished (404 for an unknown flow)."""
+    ctx = _authorised(request)
+    done = await run_in_threadpool(actions.cancel_flow, ctx.st, request.path_params["id"])
+    if done is None:
+        raise HTTPException(404, "no such flow (it ended longer ago than its keep_result_s, "
+                                 "or never existed)")
+    return _done(done)
+
+
 def _authorised(request: Request) -> Context:
     ctx = context(request)
     assert ctx.guard is not None  # action routes exist only with a guard
@@ -149,6 +176,7 @@ READS = [
     Route("/api/queues/{name}", get_queue),
     Route("/api/tasks/{id}", get_task),
     Route("/api/tasks/{id}/attempts", get_attempts),
+    Route("/api/flows/{id}", get_flow),
     Route("/api/workers", get_workers),
     Route("/api/throughput", get_throughput),
 ]
@@ -160,4 +188,5 @@ ACTIONS = [
     *(Route(f"/api/dead/{verb}", dead_action(act), methods=["POST"])
       for verb, act in (("retry", actions.retry_dead), ("purge", actions.purge_dead))),
     Route("/api/tasks/{id}/cancel", post_cancel, methods=["POST"]),
+    Route("/api/flows/{id}/cancel", post_cancel_flow, methods=["POST"]),
 ]

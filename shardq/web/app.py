@@ -19,7 +19,7 @@ from shardq.core.errors import (
     ShardqError,
     UnknownQueue,
 )
-from shardq.web import api, pages
+from shardq.web import api, flowpages, pages
 from shardq.web.auth import Guard
 from shardq.web.config import DashboardConfig
 from shardq.web.context import Context
@@ -29,9 +29,9 @@ def create_app(client: Client, config: DashboardConfig | None = None, *,
                token: str | None = None) -> Starlette:
     """The dashboard for ``client``'s schema, as an ASGI app to serve or to mount.
 
-    Actions (pause, resume, purge, cancel, retry and purge dead letters) are served
-    only with a ``token`` and without ``config.read_only``; the client stays the
-    caller's to close.  Mount it under a path of your own app::
+    Actions (pause, resume, purge, cancel a task or a flow, retry and purge dead letters)
+    are served only with a ``token`` and without ``config.read_only``; the client stays
+    the caller's to close.  Mount it under a path of your own app::
 
         Mount("/queues", app=create_app(client, token=secret))
     """
@@ -39,9 +39,9 @@ def create_app(client: Client, config: DashboardConfig | None = None, *,
     if token is not None and config.read_only:
         raise ValueError("a read-only dashboard takes no token")
     guard = Guard(token) if token else None
-    routes = [*api.READS, *pages.READS]
+    routes = [*api.READS, *pages.READS, *flowpages.READS]
     if guard is not None:
-        routes += [*api.ACTIONS, *pages.ACTIONS]
+        routes += [*api.ACTIONS, *pages.ACTIONS, *flowpages.ACTIONS]
     app = Starlette(routes=routes, exception_handlers={
         HTTPException: _http_error, UnknownQueue: _unknown, InvalidTask: _invalid,
         PermissionDenied: _refused, DatabaseError: _unavailable, ShardqError: _invalid})

@@ -1,4 +1,5 @@
-"""The web pages: every queue, one queue, one task, the hour's chart, and the forms.
+"""The web pages: every queue, one queue, one task, the hour's chart, and the forms (a
+flow's page is :mod:`shardq.web.flowpages`).
 
 Pages are rendered on the server (Jinja2, autoescaped); a few lines of script
 refresh their figures in place from the fragment routes (``/fragments/...``) and
@@ -78,13 +79,17 @@ def task_find(request: Request) -> Response:
 
 
 def task_page(request: Request) -> Response:
-    """One task: state, payload, history, attempts, lease.  A task that is gone (it
-    finished, or was cancelled or purged) shows the attempts it left, if any."""
+    """One task: state, payload, history, attempts, lease, and its flow if it has one.  A
+    task that is gone (it finished, or was cancelled or purged) shows the attempts it
+    left, if any; the id of a flow goes to the flow's page."""
     st = context(request).st
     task = st.perform(inspection.get(st, request.path_params["id"]))
     if task is None:
         history = st.perform(attempts.attempts(st, request.path_params["id"]))
         if not history:
+            if reads.flow(st, request.path_params["id"], 0) is not None:  # a flow's id, typed
+                return RedirectResponse(request.url_for("flow", id=request.path_params["id"]),
+                                        303)
             raise HTTPException(404, "no such task: it finished, was purged, or never existed")
         return render(request, "task_gone.html", {"task_id": request.path_params["id"],
                                                   "history": history})
@@ -133,7 +138,7 @@ async def logout(request: Request) -> Response:
 
 async def queue_action(request: Request) -> Response:
     """Pause, resume, purge or limit the queue named, then show its page."""
-    ctx, form = await _checked(request)
+    ctx, form = await checked(request)
     name, verb = request.path_params["name"], request.path_params["verb"]
     if verb == "limit":  # the form's four fields: an empty one (not posted) removes it
         fields = {f: form.get(f) for f in actions.LIMIT_FIELDS}
@@ -141,32 +146,32 @@ async def queue_action(request: Request) -> Response:
             done = await run_in_threadpool(actions.limit, ctx.st, name, fields)
         except UnknownQueue as exc:  # the API's hint names create=True: not for a form
             raise UnknownQueue(exc.queue, exc.known) from None
-        return _back(request, "queue", done, name=name)
+        return back(request, "queue", done, name=name)
     act = {"pause": actions.pause, "resume": actions.resume, "purge": actions.purge}.get(verb)
     if act is None:
         raise HTTPException(404, f"no action {verb!r}")
     done = await run_in_threadpool(act, ctx.st, name)
-    return _back(request, "queue", done, name=name)
+    return back(request, "queue", done, name=name)
 
 
 async def dead_action(request: Request) -> Response:
     """Retry or purge dead letters of the page's queue (those ticked, or a batch)."""
-    ctx, form = await _checked(request)
+    ctx, form = await checked(request)
     verb = request.path_params["verb"]
     act = {"retry": actions.retry_dead, "purge": actions.purge_dead}.get(verb)
     if act is None:
         raise HTTPException(404, f"no action {verb!r}")
     queue, ids = form.get("queue", ""), form.getlist("id")
     done = await run_in_threadpool(act, ctx.st, None if ids else queue, ids or None)
-    return _back(request, "queue", done, name=queue)
+    return back(request, "queue", done, name=queue)
 
 
 async def cancel_action(request: Request) -> Response:
     """Cancel the task, then show its queue's page."""
-    ctx, form = await _checked(request)
+    ctx, form = await checked(request)
     done = await run_in_threadpool(actions.cancel, ctx.st, request.path_params["id"])
     queue = form.get("queue")
-    return _back(request, "queue", done, name=queue) if queue else _back(request, "queues", done)
+    return back(request, "queue", done, name=queue) if queue else back(request, "queues", done)
 
 
 class Form(dict[str, list[str]]):
@@ -193,14 +198,17 @@ def _guarded(request: Request) -> Context:
     return ctx
 
 
-async def _checked(request: Request) -> tuple[Context, Form]:
+async def checked(request: Request) -> tuple[Context, Form]:
+    """The dashboard's context and the posted form, once its session and CSRF field are
+    checked (401, 403 otherwise)."""
     ctx, form = _guarded(request), await _form(request)
     assert ctx.guard is not None
     ctx.guard.check_form(request, form.get("csrf"))
     return ctx, form
 
 
-def _back(request: Request, route: str, done: actions.Done, **params: str) -> Response:
+def back(request: Request, route: str, done: actions.Done, **params: str) -> Response:
+    """Go back to page ``route`` saying what was done."""
     url = request.url_for(route, **params).include_query_params(done=done.message)
     return RedirectResponse(url, 303)
 

@@ -4,6 +4,8 @@ Every read here is a fixed number of bounded index range scans (per bucket, with
 LIMIT) or a read of the small tables (``shardq.queues``, ``shardq.throughput``):
 queue figures come from :mod:`shardq.ops.queuestats`, task lists from
 :func:`shardq.ops.inspection.tasks`, the hour's throughput from :mod:`shardq.ops.history`.
+A flow (:func:`shardq.ops.graphs.get`) is read through the index of its tasks: its
+counts take as long as it has tasks, and its list at most :data:`FLOW_ROWS` of them.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ from shardq.core import validate
 from shardq.core.plan import Plan
 from shardq.core.statements import Statements
 from shardq.core.task import TaskInfo
-from shardq.ops import history, inspection, queuestats
+from shardq.flows.nodes import Flow
+from shardq.ops import graphs, history, inspection, queuestats
 from shardq.ops.queuestats import QueueStats
 from shardq.ops.workers import WorkerInfo
 
 LIST_ROWS = 20  # tasks in each list of a queue's page
+FLOW_ROWS = 500  # tasks listed on a flow's page
 # Threads that run a page's reads at once (each holds a pooled connection meanwhile).
 _READERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="shardq-web")
 
@@ -121,3 +125,41 @@ def plain(value: Any) -> Any:
 def workers_json(found: list[WorkerInfo]) -> list[dict[str, Any]]:
     """The workers' list as JSON-ready values."""
     return [{k: plain(v) for k, v in dataclasses.asdict(w).items()} for w in found]
+
+
+def flow(st: Statements, flow_id: UUID | str, rows: int) -> Flow | None:
+    """A flow with its first ``rows`` tasks; None for an unknown id."""
+    return st.perform(graphs.get(st, flow_id, rows))
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far a flow got: its tasks that finished (succeeded, died or were cancelled) out
+    of all of them, and each outcome's share in percent (the progress bar's segments)."""
+
+    finished: int
+    total: int
+    shares: dict[str, float]
+
+    @property
+    def percent(self) -> float:
+        """The finished tasks' share of all, in percent."""
+        return 100.0 * self.finished / self.total if self.total else 0.0
+
+
+FINISHED = ("succeeded", "dead", "cancelled")
+
+
+def progress(found: Flow) -> Progress:
+    """The flow's progress.  An open batch counts its tasks once it is sealed: until then
+    its total is the tasks counted so far."""
+    total = max(found.tasks, sum(found.counts.values()))
+    done = {state: found.counts.get(state, 0) for state in FINISHED}
+    shares = {state: 100.0 * n / total if total else 0.0 for state, n in done.items()}
+    return Progress(sum(done.values()), total, shares)
+
+
+def flow_json(found: Flow) -> dict[str, Any]:
+    """A flow as JSON-ready values, with its progress (``finished`` of ``total`` tasks)."""
+    done = progress(found)
+    return {**found.as_dict(), "progress": {"finished": done.finished, "total": done.total}}

@@ -13,7 +13,9 @@ from datetime import datetime
 from shardq.core.task import TaskInfo
 
 NEXT = {"available": "due (waiting since)", "scheduled": "due", "locked": "lease runs out",
-        "dead": "died"}
+        "dead": "died",
+        # A task of a flow that waits for others keeps its place in line until released.
+        "waiting": "its place in line (released once what it waits for succeeded)"}
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,6 @@ from shardq.core.task import Task
 from shardq.core.validate import queue_name
 from shardq.handler import Context
 from shardq.loops.periodic import PeriodicLoop, register
-from shardq.loops.resolver import Resolver
 from shardq.loops.vacuum import Vacuumer
 from shardq.worker.buffer import Buffer
 from shardq.worker.claimer import Claimer, ClaimSizes, Schedule
@@ -41,7 +40,7 @@ from shardq.worker.coslots import LoopSlots
 from shardq.worker.leases import HEARTBEAT_FRACTION, LeaseKeeper
 from shardq.worker.metrics import Metrics
 from shardq.worker.notifier import Listener
-from shardq.worker.observe import MeteredJanitor, StatsSampler
+from shardq.worker.observe import MeteredJanitor, MeteredResolver, StatsSampler
 from shardq.worker.presence import Presence
 from shardq.worker.slots import Slots, ThreadSlots
 
@@ -109,7 +108,7 @@ class Worker:
         self.vacuumers = [vacuumer] if config.janitors and vacuumer.applies else []
         # The flows' resolver beside the janitors: a task of a flow is released within
         # flow_interval_s of the last task it waited for ending.
-        self.resolvers = [Resolver(self.client.statements)] if config.janitors else []
+        self.resolvers = [MeteredResolver(self.client, self.metrics)] if config.janitors else []
         self.sampler = (StatsSampler(self.client, queues, self.metrics, config.slo_s or None)
                         if config.metrics_port and config.sample_stats else None)
         self.periodic = (PeriodicLoop(self.client.statements, list(app.schedules.values()),

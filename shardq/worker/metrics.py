@@ -89,6 +89,24 @@ class Metrics:
                                   "(Unix time)", registry=r)
         self.rescued = Counter("shardq_janitor_rescued", "Expired leases put back by the "
                                "janitor", registry=r)
+        # What this process's resolver (and janitor) folded in of flows' events.
+        self.flow_events = Counter("shardq_flow_events_folded", "Events of flows' tasks "
+                                   "(succeeded, dead, retried, dropped, cancelled) folded in",
+                                   registry=r)
+        self.flow_released = Counter("shardq_flow_tasks_released", "Tasks of flows released: "
+                                     "every task they waited for succeeded", registry=r)
+        self.flow_cancelled = Counter("shardq_flow_tasks_cancelled", "Tasks of flows cancelled "
+                                      "because a task they waited for will never succeed",
+                                      registry=r)
+        self.flows_finished = Counter("shardq_flows_finished", "Flows that ended: no task "
+                                      "left", registry=r)
+
+    def folded(self, events: int, released: int, cancelled: int, finished: int) -> None:
+        """Count what folds of flows' events did."""
+        for counter, n in ((self.flow_events, events), (self.flow_released, released),
+                           (self.flow_cancelled, cancelled), (self.flows_finished, finished)):
+            if n:
+                counter.inc(n)
 
     def record(self, figures: QueueStats) -> None:
         """Show one queue's figures."""

@@ -1,4 +1,5 @@
-"""What a worker tells Prometheus about the queues: their figures, and its janitor's passes.
+"""What a worker tells Prometheus about the queues: their figures, its janitor's passes and
+what its flows' resolver folded in.
 
 One process of a group samples (see :func:`shardq.worker.processes.child_config`):
 the figures are the same whoever reads them, and every extra sampler is only load.
@@ -11,6 +12,7 @@ import time
 from shardq.client import Client
 from shardq.core.loop import Loop
 from shardq.loops.janitor import Janitor, JanitorReport
+from shardq.loops.resolver import FoldReport, Resolver
 from shardq.ops.queuestats import many
 from shardq.worker.metrics import Metrics
 
@@ -51,4 +53,22 @@ class MeteredJanitor(Janitor):
         report = super().run_once()
         self.metrics.janitor_pass.set(time.time())
         self.metrics.rescued.inc(report.rescued + report.dead)
+        # A pass folds the events its purges wrote (and any the resolver left).
+        self.metrics.folded(report.flow_events, report.flow_released, report.flow_cancelled,
+                            report.flows_finished)
+        return report
+
+
+class MeteredResolver(Resolver):
+    """A flows' resolver loop that counts the events it folds in, the tasks it releases
+    and cancels, and the flows that end."""
+
+    def __init__(self, client: Client, metrics: Metrics) -> None:
+        super().__init__(client.statements)
+        self.metrics = metrics
+
+    def run_once(self) -> FoldReport:
+        """Fold every event there is now, then the counters."""
+        report = super().run_once()
+        self.metrics.folded(report.events, report.released, report.cancelled, report.finished)
         return report

@@ -8,7 +8,11 @@ process, ack, nack) and ``messaging.operation.type``, and the queue as
 ``messaging.destination.name`` when the span concerns one queue; a span of one task
 carries its id as ``messaging.message.id``, a span of several their count as
 ``messaging.batch.message_count``.  A handler's span adds the attempt
-(``messaging.shardq.message.attempt``, from 1) and the task's key if it has one.
+(``messaging.shardq.message.attempt``, from 1) and the task's key if it has one.  The
+enqueue span of a flow (a canvas, or a batch with a completion callback) names it
+(``messaging.shardq.flow.id``): every task of the flow stores that span's context, so
+the handler spans of all of them, those its resolver released later included, are in
+the trace of the request that enqueued the flow.
 
 The W3C ``traceparent`` of the enqueue span is stored with the tasks.  The first
 attempt's handler span is its child, so the trace of the request that enqueued a task
@@ -46,6 +50,7 @@ MESSAGE_ID = "messaging.message.id"
 BATCH_COUNT = "messaging.batch.message_count"
 ATTEMPT = "messaging.shardq.message.attempt"
 KEY = "messaging.shardq.message.key"
+FLOW_ID = "messaging.shardq.flow.id"
 TRACEPARENT = "traceparent"
 PARSED_CONTEXTS = 4096  # trace contexts kept parsed (each a few hundred bytes)
 REFRESH_S = 1.0  # how often a claim asks whether the global provider records, at most
@@ -171,11 +176,14 @@ class OpenTelemetryTracer(tracing.Tracer):
         self.recording = not isinstance(provider, trace.ProxyTracerProvider
                                         | trace.NoOpTracerProvider)
 
-    def publish(self, queue: str, count: int, task_id: UUID | None) -> tracing.Publishing:
+    def publish(self, queue: str, count: int, task_id: UUID | None, *,
+                flow_id: UUID | None = None) -> tracing.Publishing:
         """Begin an enqueue span (a producer span in the current context)."""
         attributes = _attributes("enqueue", "send", queue, count)
         if task_id is not None:
             attributes[MESSAGE_ID] = str(task_id)
+        if flow_id is not None:
+            attributes[FLOW_ID] = str(flow_id)
         return _Publishing(self.tracer.start_span(_name(attributes), kind=SpanKind.PRODUCER,
                                                   attributes=attributes))
 
