@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # study: (module, extra arguments, the report it writes)
 STUDIES: dict[str, tuple[str, list[str], str]] = {
     "claim_throughput": ("bench.claim_throughput", [], "claim_throughput-quick.md"),
+    "chords": ("bench.chords", [], "chords-quick.md"),
     "cold_start": ("bench.cold_start", [], "cold_start-quick.md"),
     "daemon drain": ("bench.daemon", ["drain", "--tasks", "500"], "daemon_drain-quick.md"),
     "daemon pickup": ("bench.daemon", ["pickup", "--tasks", "5"], "daemon_pickup-quick.md"),
@@ -50,7 +51,7 @@ NO_SERVER = {"slot_engine", "soak"}  # no database; the soak's own configured se
 SPARK = {"spark insert", "spark stream"}
 
 
-@pytest.mark.slow  # 23 processes, some with Spark: the benchmark harness's own pass
+@pytest.mark.slow  # 24 processes, some with Spark: the benchmark harness's own pass
 @pytest.mark.parametrize("study", sorted(STUDIES))
 def test_the_quick_run_writes_its_stamped_report(study: str, server_url: str,
                                                  tmp_path: Path) -> None:

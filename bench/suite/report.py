@@ -8,6 +8,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from bench.chords import report as chords_report
 from bench.flow import report as flow_report
 from bench.harness import markdown_table
 from bench.suite import async_enqueue, fleet_report, from_start, limit, slot_scaling
@@ -232,7 +233,8 @@ def render(records: list[Record], settings: Settings, machine: list[str], comman
         lambda: from_start.section(records, settings),
         lambda: limit.section(records, settings),
         lambda: slot_scaling.section(records, settings),
-        lambda: flow_report.section(records, settings)]
+        lambda: flow_report.section(records, settings),
+        lambda: chords_report.section(records, settings)]
     for section in sections:
         lines += section()
     lines += ["## Targets", "", markdown_table(["target", "measured", ""],

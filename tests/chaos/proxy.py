@@ -15,7 +15,11 @@ what lets the proxy:
   ``pattern`` (a simple Query, or the Bind that runs a parsed or prepared statement)
   reach the server, then drop the server's reply to it and close the connection
   when the server is done with it (ReadyForQuery): the server ran, and in
-  autocommit committed, the statement but the client never learns.
+  autocommit committed, the statement but the client never learns;
+- ``withhold_commit(pattern, times)``: the same for the COMMIT of the next ``times``
+  transactions in which a statement matching ``pattern`` returned a row (a fold of
+  the flows' resolver that released a task, say): the transaction commits, its
+  client never learns.
 
 The proxy answers SSL and GSS encryption requests with "N" itself, so the streams
 it parses are plaintext.  Pipelined statements are not supported (psycopg sends a
@@ -36,6 +40,8 @@ POLL_S = 0.1
 NEGOTIATION_CODES = {80877103, 80877104}  # SSLRequest, GSSENCRequest
 REPLY_ENDS = {b"C", b"E", b"I"}  # CommandComplete, ErrorResponse, EmptyQueryResponse
 FORWARD, ARMED, DROPPING = "forward", "armed", "dropping"
+WATCHING, SEEN = "watching", "seen"  # a transaction's statement matched; it returned a row
+ENDS = re.compile(rb"^\s*(COMMIT|ROLLBACK|END|ABORT)\b", re.IGNORECASE)
 
 
 def _messages(buffer: bytearray) -> Iterator[tuple[bytes, bytes]]:
@@ -61,6 +67,8 @@ class Link:
         self.server: socket.socket | None = None
         self.frozen = proxy.half_opened
         self.reply = FORWARD  # or ARMED / DROPPING after a matched statement
+        self.commit: str | None = None  # WATCHING / SEEN: withhold_commit's transaction
+        self.watched = b""  # what of the statement that made it WATCHING matched
         self.closed = threading.Event()
         self.statements: dict[bytes, bytes] = {}  # prepared statement name -> text
         threading.Thread(target=self._run, name="proxy-link", daemon=True).start()
@@ -155,14 +163,34 @@ class Link:
                 self.statements[name] = parsed
             elif kind == b"B":  # the statement runs: named, or the last unnamed Parse
                 text = self.statements.get(_cstrings(body, 2)[1])
-            if text is not None and self.reply == FORWARD and self.proxy.take_match(text):
-                self.reply = ARMED
+            if text is not None:
+                self._statement(text)
             out += message
         return bytes(out)
+
+    def _statement(self, text: bytes) -> None:
+        """A statement on its way to the server: arm what it matches."""
+        if self.reply != FORWARD:
+            return
+        ends = ENDS.match(text) is not None
+        # A watched transaction's COMMIT first, so that withhold_reply's turn is not spent.
+        watched_end = ends and self.commit == SEEN and self.proxy.take_commit(text, self.watched)
+        if watched_end or self.proxy.take_match(text):
+            self.reply = ARMED
+        if self.commit == WATCHING or ends:  # a watch covers its statement's own reply
+            self.commit = None
+        if self.commit is None and not ends:
+            watched = self.proxy.watches(text)
+            if watched is not None:
+                self.commit, self.watched = WATCHING, watched
 
     def _backend(self, buffer: bytearray) -> bytes:
         out = bytearray()
         for kind, message in _messages(buffer):
+            if kind == b"D" and self.commit == WATCHING:  # the watched statement's row
+                self.commit = SEEN
+            elif kind == b"Z" and message[5:6] == b"I":  # no transaction open (autocommit)
+                self.commit = None
             if self.reply != FORWARD:
                 if kind == b"Z":  # the server is done with the statement: cut now
                     self.closed.set()
@@ -186,6 +214,8 @@ class Proxy:
         self.withheld: list[bytes] = []  # the statements whose reply was dropped
         self._pattern: re.Pattern[bytes] | None = None
         self._times = 0
+        self._commit_pattern: re.Pattern[bytes] | None = None
+        self._commit_times = 0
         self._links: set[Link] = set()
         self._lock = threading.Lock()
         self._listener = socket.create_server(("127.0.0.1", port))
@@ -224,6 +254,27 @@ class Proxy:
             self.withheld.append(text[:80])
             return True
 
+    def watches(self, text: bytes) -> bytes | None:
+        """What of statement ``text`` matches withhold_commit's pattern (its transaction
+        is then watched), or None."""
+        with self._lock:
+            pattern = self._commit_pattern
+            if self._commit_times <= 0 or pattern is None:
+                return None
+            found = pattern.search(text)
+            return None if found is None else found.group(0)
+
+    def take_commit(self, text: bytes, watched: bytes) -> bool:
+        """Whether the COMMIT ``text`` of a transaction in which a statement matching
+        ``watched`` returned a row is to be withheld (counts it, as ``COMMIT after
+        <watched>``)."""
+        with self._lock:
+            if self._commit_times <= 0:
+                return False
+            self._commit_times -= 1
+            self.withheld.append(text.strip()[:20] + b" after " + watched)
+            return True
+
     def _snapshot(self) -> list[Link]:
         with self._lock:
             return list(self._links)
@@ -254,11 +305,23 @@ class Proxy:
         with self._lock:
             self._pattern, self._times = re.compile(pattern), times
 
+    def withhold_commit(self, pattern: bytes, times: int = 1) -> None:
+        """Drop the reply to the COMMIT of the next ``times`` transactions in which a
+        statement matching the regex ``pattern`` returned at least one row."""
+        with self._lock:
+            self._commit_pattern, self._commit_times = re.compile(pattern), times
+
     @property
     def pending_withholds(self) -> int:
         """Matches still armed."""
         with self._lock:
             return self._times
+
+    @property
+    def pending_commits(self) -> int:
+        """COMMITs still to withhold (withhold_commit)."""
+        with self._lock:
+            return self._commit_times
 
     def close(self) -> None:
         """Stop listening and close every connection."""

@@ -50,6 +50,13 @@ def in_thread(work: Callable[[], object]) -> tuple[threading.Thread, list[object
     return thread, result
 
 
+def in_transaction(conn: Conn, *statements: tuple[sql.Composed, tuple[object, ...]]) -> None:
+    """Run ``statements`` (each with its parameters) in one transaction on ``conn``."""
+    with conn.transaction():
+        for statement, params in statements:
+            conn.execute(statement, params)
+
+
 def test_passes_queries_prepared_statements_and_copy(proxy: Proxy, table: sql.Identifier,
                                                      chaos_pg: ThrowawayPostgres) -> None:
     with psycopg.connect(proxy.url("postgres"), autocommit=True) as conn:
@@ -87,6 +94,33 @@ def test_withheld_commit_is_committed_but_the_client_never_hears(
     with psycopg.connect(proxy.url("postgres"), autocommit=True) as again, again.transaction():
         again.execute(sql.SQL("INSERT INTO {} VALUES (2)").format(table))
     assert direct_count(chaos_pg, table) == 2
+
+
+def test_withheld_commit_is_of_a_transaction_in_which_the_statement_returned_a_row(
+        proxy: Proxy, table: sql.Identifier, chaos_pg: ThrowawayPostgres) -> None:
+    insert = sql.SQL("INSERT INTO {} VALUES (%s)").format(table)
+    watched = sql.SQL("UPDATE {} SET n = n WHERE n = %s RETURNING n").format(table)
+    proxy.withhold_commit(rb"^UPDATE .* RETURNING n", times=1)
+    conn = psycopg.connect(proxy.url("postgres"), autocommit=True)
+    for n in range(4):  # no row: no fault (and past psycopg's prepare threshold: Bind)
+        with conn.transaction():
+            conn.execute(insert, (n,))
+            conn.execute(watched, (-1,))
+    conn.execute(watched, (0,))  # a row, in autocommit: no COMMIT follows
+    with conn.transaction():  # so this one is not withheld
+        conn.execute(insert, (4,))
+    assert proxy.withheld == []
+    with pytest.raises(psycopg.OperationalError):  # a row: this transaction's COMMIT is withheld
+        in_transaction(conn, (watched, (1,)), (insert, (5,)))
+    assert conn.closed
+    assert direct_count(chaos_pg, table) == 6  # the server did commit it
+    assert proxy.withheld == [b"COMMIT after UPDATE " + table.as_string().encode()
+                              + b" SET n = n WHERE n = $1 RETURNING n"]
+    assert proxy.pending_commits == 0
+    with psycopg.connect(proxy.url("postgres"), autocommit=True) as again, again.transaction():
+        again.execute(watched, (1,))  # nothing is armed any more
+        again.execute(insert, (6,))
+    assert direct_count(chaos_pg, table) == 7
 
 
 def test_withholds_a_prepared_statement_run_by_bind(proxy: Proxy, table: sql.Identifier,
