@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent / "shardq"
 LAYERS = [
     {"core"},
-    {"maths"},
+    {"maths", "flows"},
     {"ops"},
     {"loops", "text"},
     {"api", "client", "aclient", "app", "taskfunction", "handler"},

@@ -24,7 +24,8 @@ import pytest
 import shardq
 from shardq.core import migrate
 from shardq.core.config import ClientConfig
-from shardq.loops.resolver import OPEN_WAITS, resolve
+from shardq.loops.resolver import resolve
+from shardq.ops.batches import OPEN_WAITS
 from shardq.spark import prune_ledger, task_id, write_tasks
 from shardq.spark.jdbc import jdbc_target
 from shardq.worker.config import WorkerConfig

@@ -40,11 +40,10 @@ from shardq.core.errors import InvalidTask
 from shardq.core.loop import Loop
 from shardq.core.plan import Atomic, Plan, Steps
 from shardq.core.statements import Statements
+from shardq.ops.batches import OPEN_WAITS
 
 FLOWS_PER_FOLD = 64
 EVENTS_PER_FOLD = 5000
-OPEN_WAITS = 1 << 30
-"""What an open batch's callback waits for until the batch is sealed with its size."""
 # Within one instant, a retry is applied before what followed it.
 _ORDER = {"retried": 0, "sealed": 1}
 

@@ -7,7 +7,7 @@ callback as the task that waits for them, and the callback waits for as many as
 there are.  :func:`enqueue` writes a whole batch at once (``enqueue_many`` with
 ``on_complete``).  A batch written piece by piece by others (a Spark job's
 executors) is *open*: :func:`open_batch` writes the flow and its callback, which
-waits for :data:`~shardq.loops.resolver.OPEN_WAITS`, the pieces' tasks carry the
+waits for :data:`~shardq.ops.batches.OPEN_WAITS`, the pieces' tasks carry the
 flow's id and the callback's (:class:`OpenBatch`), and :func:`seal` gives the count
 written once every piece is in.
 """
@@ -28,9 +28,10 @@ from shardq.core.statements import Statements
 from shardq.core.task import TaskId
 from shardq.flows.canvas import Signature
 from shardq.flows.nodes import Node
-from shardq.loops.resolver import OPEN_WAITS
 from shardq.ops import graphs
 
+OPEN_WAITS = 1 << 30
+"""What an open batch's callback waits for until the batch is sealed with its size."""
 
 class BatchIds(list[TaskId]):
     """The ids of a batch's tasks, in order (a list), with its ``flow_id`` and its

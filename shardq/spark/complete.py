@@ -3,7 +3,7 @@ task that runs once every one of them ended.
 
 The batch is an open batch of :mod:`shardq.ops.batches`, written in the transaction
 that merges the staging table: that transaction opens it (its flow, and its callback,
-which waits for :data:`~shardq.loops.resolver.OPEN_WAITS`), inserts the rows as tasks
+which waits for :data:`~shardq.ops.batches.OPEN_WAITS`), inserts the rows as tasks
 that name the flow and the callback, and seals it with the count of tasks the merge
 inserted.  So the count is exact whatever Spark retried (it is the merge's own count,
 in the transaction that inserted them), a write that fails leaves no callback behind,
