@@ -20,7 +20,7 @@ from shardq.flows.canvas import Canvas, Chain, Chord, Graph, Group, Signature
 FLOW_STATES = ("running", "succeeded", "failed", "cancelled")
 
 
-@dataclass
+@dataclass(slots=True)
 class Node:
     """One task of a flow: its signature, the nodes it waits for (indexes, in order) and
     what it takes from them."""
@@ -47,10 +47,7 @@ def layout(canvas: Canvas | Signature) -> tuple[list[Node], Outputs]:
 def _place(part: Canvas | Signature, inputs: Outputs, nodes: list[Node]) -> Outputs:
     deps, from_group = inputs
     if isinstance(part, Signature):
-        passes = None
-        if deps and not part.immutable:
-            passes = "list" if from_group or len(deps) > 1 else "one"
-        nodes.append(Node(part, deps, passes))
+        nodes.append(Node(part, deps, _passes(part, inputs)))
         return (len(nodes) - 1,), False
     if isinstance(part, Chain):
         for step in part.steps:
@@ -59,7 +56,11 @@ def _place(part: Canvas | Signature, inputs: Outputs, nodes: list[Node]) -> Outp
     if isinstance(part, Group):
         outs: list[int] = []
         for member in part.members:
-            outs += _place(member, inputs, nodes)[0]
+            if type(member) is Signature:  # the usual member, placed here: a chord has many
+                nodes.append(Node(member, deps, _passes(member, inputs)))
+                outs.append(len(nodes) - 1)
+            else:
+                outs += _place(member, inputs, nodes)[0]
         return tuple(outs), True
     if isinstance(part, Chord):
         return _place(part.callback, _place(part.header, inputs, nodes), nodes)
@@ -69,6 +70,14 @@ def _place(part: Canvas | Signature, inputs: Outputs, nodes: list[Node]) -> Outp
                               "their parents with add(after=...)")
         return _place_graph(part, nodes)
     raise InvalidTask(f"not a signature nor a canvas: {part!r}")
+
+
+def _passes(signature: Signature, inputs: Outputs) -> str | None:
+    """What a signature placed after ``inputs`` takes from them."""
+    deps, from_group = inputs
+    if not deps or signature.immutable:
+        return None
+    return "list" if from_group or len(deps) > 1 else "one"
 
 
 def _place_graph(graph: Graph, nodes: list[Node]) -> Outputs:

@@ -45,7 +45,8 @@ def enqueue(st: Statements, canvas: Canvas | Signature, conn: Any, *,
     """Write ``canvas`` as one flow in one transaction (see :meth:`Canvas.enqueue`)."""
     nodes, (ends, from_group) = layout(canvas)
     keep = keep_for(keep_result_s)
-    rows = [task_row(st, f"task {i} of the flow", node) for i, node in enumerate(nodes)]
+    shared: dict[tuple[int, tuple[Any, ...]], dict[str, Any]] = {}
+    rows = [task_row(st, f"task {i} of the flow", node, shared) for i, node in enumerate(nodes)]
     ids = st.dialect.new_ids(len(nodes))
     flow_id = st.dialect.new_ids(1)[0]
     result_id = ids[ends[0]] if len(ends) == 1 and not from_group else None
@@ -53,9 +54,14 @@ def enqueue(st: Statements, canvas: Canvas | Signature, conn: Any, *,
     for i, node in enumerate(nodes):
         for d in node.deps:
             after[d].append(i)
+    # A chord's members all name the one callback: one list for them all.
+    nexts: dict[tuple[int, ...], list[TaskId] | None] = {(): None}
     for i, node in enumerate(nodes):
         row = rows[i]
-        row["next"] = [ids[j] for j in after.get(i, ())] or None
+        later = tuple(after.get(i, ()))
+        if later not in nexts:
+            nexts[later] = [ids[j] for j in later]
+        row["next"] = nexts[later]
         row["deps"] = [ids[d] for d in node.deps] if node.passes else None
         row["waits"] = len(node.deps)
     kind = canvas.kind if isinstance(canvas, Canvas) else "chain"
@@ -65,29 +71,42 @@ def enqueue(st: Statements, canvas: Canvas | Signature, conn: Any, *,
     return written(st, conn, flow, ids, rows, handle)
 
 
-def task_row(st: Statements, label: str, node: Node) -> dict[str, Any]:
+def task_row(st: Statements, label: str, node: Node,
+             shared: dict[tuple[int, tuple[Any, ...]], dict[str, Any]] | None = None
+             ) -> dict[str, Any]:
     """A task's columns, its options and arguments checked as an enqueue checks them
-    (an error names it as ``label``)."""
+    (an error names it as ``label``).  ``shared`` keeps the checked options of each
+    function and options seen, so a chord's many members check theirs once."""
     sig = node.signature
     fn = sig.task
     took = (PLACEHOLDER,) if node.passes else ()
     try:
         fn.arguments.check((*took, *sig.args), sig.kwargs)
-        options = sig.options
         payload: dict[str, Any] = {"task": fn.name, "args": list(sig.args),
                                    "kwargs": dict(sig.kwargs), "flow_keep": True}
         if node.passes:
             payload["pass"] = node.passes
-        return {
-            "queue": validate.queue_name(options.get("queue", fn.queue)),
-            "priority": validate.priority(options.get("priority", fn.priority)),
-            "delay_s": validate.seconds("delay_s", options.get("delay_s")), "run_at": None,
-            "max_attempts": validate.max_attempts(options.get("max_attempts", fn.max_attempts),
-                                                  st.config.max_attempts),
-            "group": validate.group(options.get("group")),
-            "payload": validate.payload_json(payload, st.config.max_payload_bytes)}
+        key = (id(fn), tuple(sorted(sig.options.items())) if sig.options else ())
+        options = None if shared is None else shared.get(key)
+        if options is None:
+            options = _options(st, sig)
+            if shared is not None:
+                shared[key] = options
+        return {**options, "payload": validate.payload_json(payload, st.config.max_payload_bytes)}
     except InvalidTask as exc:
         raise InvalidTask(f"{label} ({sig!r}): {exc}") from None
+
+
+def _options(st: Statements, sig: Signature) -> dict[str, Any]:
+    """A signature's options, checked, its function's where it sets none."""
+    fn, options = sig.task, sig.options
+    return {
+        "queue": validate.queue_name(options.get("queue", fn.queue)),
+        "priority": validate.priority(options.get("priority", fn.priority)),
+        "delay_s": validate.seconds("delay_s", options.get("delay_s")), "run_at": None,
+        "max_attempts": validate.max_attempts(options.get("max_attempts", fn.max_attempts),
+                                              st.config.max_attempts),
+        "group": validate.group(options.get("group"))}
 
 
 def keep_for(keep_result_s: float | None) -> float:
