@@ -216,7 +216,8 @@ def test_a_role_that_does_not_own_the_table_is_told_once(
 def test_a_worker_with_janitors_runs_the_step_unless_turned_off(dsn: str) -> None:
     app = shardq.App(dsn)
     app.task(queue="q")(lambda: None)
-    assert WorkerConfig(janitors=1).connections == WorkerConfig(janitors=0).connections + 2
+    # A janitor, its vacuum step and the flows' resolver beside it.
+    assert WorkerConfig(janitors=1).connections == WorkerConfig(janitors=0).connections + 3
     for vacuum, janitors, steps in ((True, 1, 1), (False, 1, 0), (True, 0, 0)):
         worker = Worker(app, ClientConfig(dsn=dsn, vacuum=vacuum),
                         WorkerConfig(janitors=janitors, listen=False))

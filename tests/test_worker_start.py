@@ -20,10 +20,11 @@ def test_a_new_worker_opens_a_connection_for_each_part_at_once(db: str) -> None:
     worker = Worker(app, ClientConfig(dsn=db),
                     WorkerConfig(claimers=3, janitors=1, listen=False))
     try:
-        # Three claimers, the completer, the lease keeper, the janitor and its vacuum
-        # step: seven connections, asked for together before anything runs.  Grown on
-        # demand the pool would hold the one it opened with until the parts start.
-        parts = 7
+        # Three claimers, the completer, the lease keeper, the janitor, its vacuum step
+        # and the flows' resolver: eight connections, asked for together before anything
+        # runs.  Grown on demand the pool would hold the one it opened with until the
+        # parts start.
+        parts = 8
         assert worker.client.db.pool.get_stats()["pool_min"] == parts
         wait_for(lambda: query(db, BACKENDS)[0][0] == parts, timeout=30,
                  what=f"{parts} connections to be open")

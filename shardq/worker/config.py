@@ -73,7 +73,8 @@ class WorkerConfig:
     @property
     def connections(self) -> int:
         """Database connections one worker process uses at most: one per claimer and
-        janitor, one for the janitors' vacuum step, and one each for the lease keeper, the
-        completer, the stats sampler, the periodic schedules and giving tasks back on
-        shutdown, with one to spare for handlers that enqueue."""
-        return self.claimers + self.janitors + (1 if self.janitors else 0) + 6
+        janitor, one each for the janitors' vacuum step and the flows' resolver beside
+        them, and one each for the lease keeper, the completer, the stats sampler, the
+        periodic schedules and giving tasks back on shutdown, with one to spare for
+        handlers that enqueue."""
+        return self.claimers + self.janitors + (2 if self.janitors else 0) + 6
