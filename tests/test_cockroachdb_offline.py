@@ -147,8 +147,10 @@ POSTGRESQL_ONLY_REVISIONS = ("0008->0009", "0013->0014", "0014->0015")
 # Revisions of several DDL statements, by the revision they lead to, and how many: each
 # statement is re-runnable and runs in its own transaction, so a revision cut short is
 # run again whole.  0024: the workers table, tasks.worker_id, the attempts table and its
-# retention index.
-MULTI_STATEMENT_REVISIONS = {"0024": 4}
+# retention index.  0026 (flows): tasks' four flow columns, the status check replaced,
+# tasks_flows, the flows table and flows_finished, flow_events, results.flow_id and
+# results_flows.
+MULTI_STATEMENT_REVISIONS = {"0024": 4, "0026": 8}
 NOT_QUERIES = ("schema",)  # the PostgreSQL schema snapshot, never run by the Client
 # The stats' page sample (TABLESAMPLE, ctid): PostgreSQL only, where task ids are
 # time-ordered (Dialect.ordered_ids); CockroachDB samples the smallest ids (stats_sample).
@@ -254,7 +256,9 @@ RERUNNABLE = re.compile(
     r"|ALTER TABLE \S+ ADD COLUMN IF NOT EXISTS (?!.*, ADD COLUMN (?!IF NOT EXISTS))"
     r"|ALTER TABLE \S+ DROP COLUMN IF EXISTS (?!.*, DROP COLUMN (?!IF EXISTS))"
     # dropped, if there, and added again in one statement
-    r"|ALTER TABLE \S+ DROP CONSTRAINT IF EXISTS (?P<c>\w+), ADD CONSTRAINT (?P=c) )\b"
+    r"|ALTER TABLE \S+ DROP CONSTRAINT IF EXISTS (?P<c>\w+), ADD CONSTRAINT (?P=c) "
+    # rows a downgrade removes before a narrower check: run again, it finds none
+    r"|DELETE FROM \S+ WHERE )\b"
 )
 
 
@@ -704,6 +708,42 @@ def test_crdb_attempts_and_workers_tables(crdb_script: str, buckets: int) -> Non
     for stmt in ("DROP TABLE IF EXISTS shardq.attempts",
                  "ALTER TABLE shardq.tasks DROP COLUMN IF EXISTS worker_id",
                  "DROP TABLE IF EXISTS shardq.workers"):
+        assert stmt in downgrade
+
+
+def test_crdb_flows_tables(crdb_script: str, buckets: int) -> None:
+    """0026 adds the flows: tasks' flow columns in one statement, the status check
+    replaced in one (so it keeps its name), the flows table keyed by its random id
+    (hash-sharded as results are), its retention index hash-sharded (end times grow
+    with the clock), and flow_events keyed by flow first (a flow's events are one range)."""
+    step = next(s for s in revisions(crdb_script) if s.endswith("->0026"))
+    (columns, check, tasks_flows, flows, finished, events, result_column,
+     results_flows) = revisions(crdb_script)[step]
+    assert columns == ("ALTER TABLE shardq.tasks ADD COLUMN IF NOT EXISTS flow_id uuid, "
+                       "ADD COLUMN IF NOT EXISTS flow_next uuid[], "
+                       "ADD COLUMN IF NOT EXISTS flow_deps uuid[], "
+                       "ADD COLUMN IF NOT EXISTS waits integer")
+    assert check == ("ALTER TABLE shardq.tasks DROP CONSTRAINT IF EXISTS tasks_status_check, "
+                     "ADD CONSTRAINT tasks_status_check CHECK (status IN ('available', "
+                     "'locked', 'dead', 'waiting'))")
+    assert tasks_flows == ("CREATE INDEX IF NOT EXISTS tasks_flows ON shardq.tasks "
+                           "(flow_id, status) WHERE flow_id IS NOT NULL")
+    assert flows.startswith("CREATE TABLE IF NOT EXISTS shardq.flows (")
+    assert (f"CONSTRAINT flows_pkey PRIMARY KEY (id) USING HASH WITH (bucket_count = {buckets})"
+            in flows)
+    assert finished == ("CREATE INDEX IF NOT EXISTS flows_finished ON shardq.flows "
+                        "(finished_at) USING HASH WHERE finished_at IS NOT NULL")
+    assert events.startswith("CREATE TABLE IF NOT EXISTS shardq.flow_events (")
+    assert "CONSTRAINT flow_events_pkey PRIMARY KEY (flow_id, at, task_id, outcome)" in events
+    assert result_column == "ALTER TABLE shardq.results ADD COLUMN IF NOT EXISTS flow_id uuid"
+    assert results_flows == ("CREATE INDEX IF NOT EXISTS results_flows ON shardq.results "
+                             "(flow_id) WHERE flow_id IS NOT NULL")
+    downgrade = render_downgrade("cockroachdb", buckets)
+    for stmt in ("DROP INDEX IF EXISTS shardq.results@results_flows",
+                 "DROP TABLE IF EXISTS shardq.flow_events", "DROP TABLE IF EXISTS shardq.flows",
+                 "DROP INDEX IF EXISTS shardq.tasks@tasks_flows",
+                 "DELETE FROM shardq.tasks WHERE status = 'waiting'",
+                 "CHECK (status IN ('available', 'locked', 'dead'))"):
         assert stmt in downgrade
 
 
