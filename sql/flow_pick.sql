@@ -1,5 +1,5 @@
--- The flows whose events the resolver folds in next (shardq.loops.resolver): up to
--- {limit} flows that have events, found by a loose scan of flow_events' key (one probe
+-- The flows whose events the resolver folds in next (shardq.loops.resolver): a bounded
+-- number of flows that have events, found by a loose scan of flow_events' key (one probe
 -- per flow, however many events each has), each locked so that one resolver at a time
 -- folds a flow's events, in order; a flow another resolver holds is skipped.
 WITH RECURSIVE f AS (
