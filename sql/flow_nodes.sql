@@ -1,4 +1,4 @@
--- Up to {limit} nodes of one flow, in the order they were enqueued: those still in
+-- A bounded page of the nodes of one flow, in the order they were enqueued: those still in
 -- shardq.tasks (through tasks_flows) with their state, and those that succeeded and
 -- kept a result (through results_flows).  Nodes cancelled, and nodes of a batch that
 -- succeeded without a result, are counted by the flow's row, not listed.

@@ -17,7 +17,7 @@ WITH d AS (
         waits = t.waits - d.n,
         status = CASE WHEN t.waits - d.n <= 0 THEN 'available' ELSE 'waiting' END,
         payload = CASE WHEN t.waits - d.n > 0 OR NOT t.payload ? 'pass' THEN t.payload
-                       ELSE jsonb_set(t.payload, '{{args}}', jsonb_build_array(
+                       ELSE jsonb_set(t.payload, ARRAY['args'], jsonb_build_array(
             CASE t.payload ->> 'pass'
                 WHEN 'one' THEN (SELECT r.value FROM shardq.results AS r
                                  WHERE r.id = t.flow_deps[1])

@@ -1,5 +1,5 @@
--- Take up to {limit} events of the flows this resolver locked (flow_pick), oldest first:
--- they are deleted in the transaction that folds them in, so each counts once.
+-- Take a bounded batch of events of the flows this resolver locked (flow_pick), oldest
+-- first: they are deleted in the transaction that folds them in, so each counts once.
 DELETE FROM shardq.flow_events AS e
 WHERE (e.flow_id, e.at, e.task_id, e.outcome) IN (
     SELECT x.flow_id, x.at, x.task_id, x.outcome

@@ -20,6 +20,33 @@ CREATE TABLE shardq.attempts (
     CONSTRAINT attempts_outcome CHECK ((outcome = ANY (ARRAY['acked'::text, 'failed'::text, 'lease_expired'::text, 'released'::text, 'deferred'::text, 'cancelled'::text, 'dead'::text])))
 );
 
+CREATE TABLE shardq.flow_events (
+    flow_id uuid NOT NULL,
+    at timestamp with time zone NOT NULL,
+    task_id uuid NOT NULL,
+    outcome text NOT NULL,
+    next uuid[],
+    n bigint DEFAULT 1 NOT NULL,
+    CONSTRAINT flow_events_outcome_check CHECK ((outcome = ANY (ARRAY['succeeded'::text, 'dead'::text, 'retried'::text, 'dropped'::text, 'cancelled'::text, 'sealed'::text])))
+);
+
+CREATE TABLE shardq.flows (
+    id uuid NOT NULL,
+    kind text NOT NULL,
+    name text,
+    nodes bigint NOT NULL,
+    result_id uuid,
+    keep_result_s double precision NOT NULL,
+    succeeded bigint DEFAULT 0 NOT NULL,
+    dead bigint DEFAULT 0 NOT NULL,
+    cancelled bigint DEFAULT 0 NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    cancelled_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    trace_context text,
+    CONSTRAINT flows_kind_check CHECK ((kind = ANY (ARRAY['chain'::text, 'group'::text, 'chord'::text, 'graph'::text, 'batch'::text])))
+);
+
 CREATE TABLE shardq.periodic (
     name text NOT NULL,
     cron text,
@@ -73,7 +100,8 @@ CREATE TABLE shardq.results (
     attempts integer NOT NULL,
     enqueued_at timestamp with time zone NOT NULL,
     finished_at timestamp with time zone NOT NULL,
-    expires_at timestamp with time zone NOT NULL
+    expires_at timestamp with time zone NOT NULL,
+    flow_id uuid
 );
 
 CREATE TABLE shardq.spark_ledger (
@@ -114,11 +142,15 @@ CREATE TABLE shardq.tasks (
     group_slot integer,
     worker_id uuid,
     trace_context text,
+    flow_id uuid,
+    flow_next uuid[],
+    flow_deps uuid[],
+    waits integer,
     CONSTRAINT tasks_attempts_check CHECK (((attempts >= 0) AND (max_attempts >= 1))),
     CONSTRAINT tasks_head_start_check CHECK ((pending_head_start_s >= 0)),
     CONSTRAINT tasks_key_check CHECK (((key IS NULL) OR ((length(key) >= 1) AND (length(key) <= 512)))),
     CONSTRAINT tasks_queue_check CHECK (((octet_length(queue) BETWEEN 1 AND 128) AND ("left"(queue, 1) <> ALL (ARRAY['_'::text, '.'::text, ':'::text, '-'::text])) AND (ltrim(textsend(queue), '\x4142434445464748494a4b4c4d4e4f505152535455565758595a6162636465666768696a6b6c6d6e6f707172737475767778797a303132333435363738395f2e3a2d'::bytea) = '\x'::bytea))),
-    CONSTRAINT tasks_status_check CHECK ((status = ANY (ARRAY['available'::text, 'locked'::text, 'dead'::text]))),
+    CONSTRAINT tasks_status_check CHECK ((status = ANY (ARRAY['available'::text, 'locked'::text, 'dead'::text, 'waiting'::text]))),
     CONSTRAINT tasks_task_group_check CHECK (((task_group IS NULL) OR ((length(task_group) >= 1) AND (length(task_group) <= 256))))
 )
 WITH (fillfactor='90', autovacuum_analyze_scale_factor='0.02', autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='1000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='1000', autovacuum_vacuum_cost_delay='0', vacuum_truncate='false');
@@ -135,6 +167,12 @@ CREATE TABLE shardq.workers (
 
 ALTER TABLE ONLY shardq.attempts
     ADD CONSTRAINT attempts_pkey PRIMARY KEY (task_id, slot);
+
+ALTER TABLE ONLY shardq.flow_events
+    ADD CONSTRAINT flow_events_pkey PRIMARY KEY (flow_id, at, task_id, outcome);
+
+ALTER TABLE ONLY shardq.flows
+    ADD CONSTRAINT flows_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY shardq.periodic
     ADD CONSTRAINT periodic_pkey PRIMARY KEY (name);
@@ -162,9 +200,15 @@ ALTER TABLE ONLY shardq.workers
 
 CREATE INDEX attempts_ended ON shardq.attempts USING btree (ended_at);
 
+CREATE INDEX flows_finished ON shardq.flows USING btree (finished_at) WHERE (finished_at IS NOT NULL);
+
 CREATE INDEX results_expiry ON shardq.results USING btree (expires_at);
 
+CREATE INDEX results_flows ON shardq.results USING btree (flow_id) WHERE (flow_id IS NOT NULL);
+
 CREATE UNIQUE INDEX tasks_ids ON shardq.tasks USING btree (id);
+
+CREATE INDEX tasks_flows ON shardq.tasks USING btree (flow_id, status) WHERE (flow_id IS NOT NULL);
 
 CREATE UNIQUE INDEX tasks_group_slots ON shardq.tasks USING btree (queue, task_group, group_slot) WHERE ((status = 'locked'::text) AND (group_slot IS NOT NULL));
 

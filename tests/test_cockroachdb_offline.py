@@ -118,6 +118,22 @@ CRDB_QUERIES = (
     "worker_register",
     "worker_remove",
     "workers_list",
+    # task graphs (shardq.ops.graphs, shardq.loops.resolver): on CockroachDB a flow's
+    # nodes go in through flow_insert, never COPY
+    "flow_cancel",
+    "flow_cancel_children",
+    "flow_count",
+    "flow_create",
+    "flow_finish",
+    "flow_get",
+    "flow_insert",
+    "flow_lock",
+    "flow_nodes",
+    "flow_pick",
+    "flow_purge",
+    "flow_release",
+    "flow_seal",
+    "flow_take",
 )
 # Pieces spliced into other queries: the backoff expression, the placement rule and its
 # row sources, and the coalescing insert.
@@ -132,11 +148,13 @@ FRAGMENTS = ("backoff", "batch_notify", "placement", "placement_params", "rows_u
              "claim_slots", "claim_slots_taken", "claim_free", "free_slots", "holders_queue",
              "holders_group", "group_free_none", "rate_granted",
              # per-attempt history (shardq.ops.attempts)
-             "attempts_add", "rescue_ended", "acked")
+             "attempts_add", "rescue_ended", "acked",
+             # task graphs: the event a terminal statement writes, the release's wake-up
+             "flow_events_add", "flow_notify")
 # Binary COPY (CockroachDB batches go through enqueue_many) and NOTIFY; keyed tasks'
 # requeue statements, which modify the table twice in one statement, live in
 # sql/postgresql/ only.
-POSTGRESQL_ONLY = ("copy_tasks",)
+POSTGRESQL_ONLY = ("copy_tasks", "copy_flow_tasks")
 # The janitor's vacuum step (Dialect.vacuum): never composed nor run on CockroachDB.
 VACUUM_STEP = ("vacuum_look", "vacuum_maintain", "vacuum_lock", "vacuum_unlock", "vacuum_tasks",
                "index_bloat", "reindex", "index_drop", "index_size")
@@ -147,8 +165,10 @@ POSTGRESQL_ONLY_REVISIONS = ("0008->0009", "0013->0014", "0014->0015")
 # Revisions of several DDL statements, by the revision they lead to, and how many: each
 # statement is re-runnable and runs in its own transaction, so a revision cut short is
 # run again whole.  0024: the workers table, tasks.worker_id, the attempts table and its
-# retention index.
-MULTI_STATEMENT_REVISIONS = {"0024": 4}
+# retention index.  0026 (flows): tasks' four flow columns, the status check replaced,
+# tasks_flows, the flows table and flows_finished, flow_events, results.flow_id and
+# results_flows.
+MULTI_STATEMENT_REVISIONS = {"0024": 4, "0026": 8}
 NOT_QUERIES = ("schema",)  # the PostgreSQL schema snapshot, never run by the Client
 # The stats' page sample (TABLESAMPLE, ctid): PostgreSQL only, where task ids are
 # time-ordered (Dialect.ordered_ids); CockroachDB samples the smallest ids (stats_sample).
@@ -254,7 +274,9 @@ RERUNNABLE = re.compile(
     r"|ALTER TABLE \S+ ADD COLUMN IF NOT EXISTS (?!.*, ADD COLUMN (?!IF NOT EXISTS))"
     r"|ALTER TABLE \S+ DROP COLUMN IF EXISTS (?!.*, DROP COLUMN (?!IF EXISTS))"
     # dropped, if there, and added again in one statement
-    r"|ALTER TABLE \S+ DROP CONSTRAINT IF EXISTS (?P<c>\w+), ADD CONSTRAINT (?P=c) )\b"
+    r"|ALTER TABLE \S+ DROP CONSTRAINT IF EXISTS (?P<c>\w+), ADD CONSTRAINT (?P=c) "
+    # rows a downgrade removes before a narrower check: run again, it finds none
+    r"|DELETE FROM \S+ WHERE )\b"
 )
 
 
@@ -545,7 +567,10 @@ CLAUSES = {"claim_where": AS_CONDITION, "rescue_where": AS_CONDITION,
            "claim_range_group": AS_CONDITION, "rate_unset": AS_GUARD, "rate_unset_both": AS_GUARD,
            "rate_unset_per_group": AS_GUARD, "rate_spent": AS_GUARD, "claim_slots": AS_SET_LIST,
            "claim_slots_taken": AS_SET_LIST, "holders_queue": AS_CONDITION,
-           "holders_group": AS_CONDITION, "acked": AS_CTES}
+           "holders_group": AS_CONDITION, "acked": AS_CTES,
+           "flow_notify": AS_EXPRESSION}
+AS_FLOW_EVENTS = sql.SQL("WITH flow_ended AS (SELECT NULL::uuid AS flow_id, NULL::uuid AS id, "
+                         "NULL::text AS outcome, NULL::uuid[] AS next) {}")
 
 
 @pytest.mark.parametrize("name", COMPOSED)
@@ -558,6 +583,10 @@ def test_crdb_query_parses_as_one_statement(pglast: Any, name: str) -> None:
         wrapper = AS_WHERE_CLAUSE
     elif name in CLAUSES:
         wrapper = CLAUSES[name]
+    elif name == "flow_events_add":  # an INSERT over the CTE flow_ended of its statement
+        wrapper = AS_FLOW_EVENTS
+    elif name in ("flow_take", "flow_purge"):  # DELETE ... ORDER BY ... LIMIT: CockroachDB's
+        text = re.sub(r"\bORDER BY [\w, ]+\s+LIMIT \d+\b", "", text)
     elif name in ("janitor_purge_dead", "janitor_results", "janitor_attempts"):
         # DELETE ... LIMIT: CockroachDB's
         text = re.sub(r"\bLIMIT \d+\b", "", text)
@@ -704,6 +733,42 @@ def test_crdb_attempts_and_workers_tables(crdb_script: str, buckets: int) -> Non
     for stmt in ("DROP TABLE IF EXISTS shardq.attempts",
                  "ALTER TABLE shardq.tasks DROP COLUMN IF EXISTS worker_id",
                  "DROP TABLE IF EXISTS shardq.workers"):
+        assert stmt in downgrade
+
+
+def test_crdb_flows_tables(crdb_script: str, buckets: int) -> None:
+    """0026 adds the flows: tasks' flow columns in one statement, the status check
+    replaced in one (so it keeps its name), the flows table keyed by its random id
+    (hash-sharded as results are), its retention index hash-sharded (end times grow
+    with the clock), and flow_events keyed by flow first (a flow's events are one range)."""
+    step = next(s for s in revisions(crdb_script) if s.endswith("->0026"))
+    (columns, check, tasks_flows, flows, finished, events, result_column,
+     results_flows) = revisions(crdb_script)[step]
+    assert columns == ("ALTER TABLE shardq.tasks ADD COLUMN IF NOT EXISTS flow_id uuid, "
+                       "ADD COLUMN IF NOT EXISTS flow_next uuid[], "
+                       "ADD COLUMN IF NOT EXISTS flow_deps uuid[], "
+                       "ADD COLUMN IF NOT EXISTS waits integer")
+    assert check == ("ALTER TABLE shardq.tasks DROP CONSTRAINT IF EXISTS tasks_status_check, "
+                     "ADD CONSTRAINT tasks_status_check CHECK (status IN ('available', "
+                     "'locked', 'dead', 'waiting'))")
+    assert tasks_flows == ("CREATE INDEX IF NOT EXISTS tasks_flows ON shardq.tasks "
+                           "(flow_id, status) WHERE flow_id IS NOT NULL")
+    assert flows.startswith("CREATE TABLE IF NOT EXISTS shardq.flows (")
+    assert (f"CONSTRAINT flows_pkey PRIMARY KEY (id) USING HASH WITH (bucket_count = {buckets})"
+            in flows)
+    assert finished == ("CREATE INDEX IF NOT EXISTS flows_finished ON shardq.flows "
+                        "(finished_at) USING HASH WHERE finished_at IS NOT NULL")
+    assert events.startswith("CREATE TABLE IF NOT EXISTS shardq.flow_events (")
+    assert "CONSTRAINT flow_events_pkey PRIMARY KEY (flow_id, at, task_id, outcome)" in events
+    assert result_column == "ALTER TABLE shardq.results ADD COLUMN IF NOT EXISTS flow_id uuid"
+    assert results_flows == ("CREATE INDEX IF NOT EXISTS results_flows ON shardq.results "
+                             "(flow_id) WHERE flow_id IS NOT NULL")
+    downgrade = render_downgrade("cockroachdb", buckets)
+    for stmt in ("DROP INDEX IF EXISTS shardq.results@results_flows",
+                 "DROP TABLE IF EXISTS shardq.flow_events", "DROP TABLE IF EXISTS shardq.flows",
+                 "DROP INDEX IF EXISTS shardq.tasks@tasks_flows",
+                 "DELETE FROM shardq.tasks WHERE status = 'waiting'",
+                 "CHECK (status IN ('available', 'locked', 'dead'))"):
         assert stmt in downgrade
 
 
@@ -862,3 +927,81 @@ def test_crdb_limited_claim_is_one_update_joined_to_free_slots(pglast: Any,
     assert not re.search(r"\bpg_\w+|advisory|\bctid\b|MATERIALIZED", code, re.I)
     text, _ = for_postgresql_parser(code)
     assert len(pglast.parse_sql(text)) == 1
+
+
+# -- task graphs (flows) on CockroachDB -----------------------------------------------------------
+
+FLOW_STATEMENTS = tuple(n for n in CRDB_QUERIES if n.startswith("flow_"))
+FLOW_TABLES = ("tasks", "flows", "flow_events", "results", "attempts", "throughput")
+
+
+@pytest.mark.parametrize("name", FLOW_STATEMENTS)
+def test_crdb_flow_statement_writes_each_table_at_most_once(name: str) -> None:
+    """CockroachDB refuses a statement that modifies one table twice."""
+    code = flat(strip_comments(compose(name)))
+    for table in FLOW_TABLES:
+        assert len(re.findall(WRITES_TO.format(table=table), code)) <= 1, table
+    assert "pg_notify" not in code
+    assert not re.search(r"\bCOPY\b", code)
+
+
+def test_crdb_flow_pick_is_a_loose_scan_bounded_inside_its_recursion(pglast: Any) -> None:
+    """CockroachDB evaluates a recursive CTE to its end before any LIMIT outside it:
+    the recursion itself stops after the limit's steps, each one probe of the key."""
+    from pglast import ast
+
+    code = flat(strip_comments(compose("flow_pick")))
+    assert code.startswith("WITH RECURSIVE f (flow_id, n) AS (")
+    assert f"AND f.n < {CLAIM_LIMIT} )" in code
+    assert code.count("ORDER BY e.flow_id LIMIT 1") == 2  # the first flow, then the next
+    assert "WHERE e.flow_id > f.flow_id" in code
+    assert code.endswith("FOR UPDATE SKIP LOCKED")
+    text, params = for_postgresql_parser(compose("flow_pick"))
+    (raw,) = pglast.parse_sql(text)
+    assert isinstance(raw.stmt, ast.SelectStmt)
+    assert raw.stmt.withClause is not None
+    assert raw.stmt.withClause.recursive
+    assert params == {}
+
+
+@pytest.mark.parametrize(("name", "order"), [("flow_take", "flow_id, at"),
+                                              ("flow_purge", "finished_at")])
+def test_crdb_flow_deletes_take_their_batch_directly(name: str, order: str) -> None:
+    """One ordered, limited DELETE: no tuple IN (subquery) nor id array to look up again."""
+    assert "{limit}" in sqlfiles.text(name, "cockroachdb")
+    code = flat(strip_comments(compose(name)))
+    assert code.startswith("DELETE FROM shardq.flow" + ("_events" if name == "flow_take" else "s"))
+    assert f"ORDER BY {order} LIMIT {CLAIM_LIMIT} RETURNING" in code
+    assert not re.search(r"\) IN \(|ARRAY\(|\bSELECT\b", code)
+
+
+def test_crdb_flow_take_reads_only_the_locked_flows() -> None:
+    code = flat(strip_comments(compose("flow_take")))
+    assert "WHERE flow_id = ANY(%(flows)s::uuid[])" in code
+    assert code.endswith("RETURNING flow_id, at, task_id, outcome, next, n")
+
+
+def test_crdb_flow_release_sets_args_by_an_array_path() -> None:
+    """The path is ARRAY['args']: a '{args}' literal would need its braces doubled."""
+    code = flat(strip_comments(compose("flow_release")))
+    assert "jsonb_set(t.payload, ARRAY['args'], jsonb_build_array(" in code
+    assert "WITH ORDINALITY AS p(id, n)" in code
+    assert "jsonb_agg(r.value ORDER BY p.n)" in code
+    assert "WHERE t.id = d.id AND t.status = 'waiting'" in code
+    assert "{" not in code
+
+
+@pytest.mark.parametrize("name", ["flow_cancel_children", "flow_seal"])
+def test_crdb_flow_statements_write_their_events_in_the_same_statement(name: str) -> None:
+    code = flat(strip_comments(compose(name)))
+    assert len(re.findall(WRITES_TO.format(table="flow_events"), code)) == 1
+
+
+def test_crdb_flow_insert_is_one_insert_of_tasks_from_arrays() -> None:
+    """CockroachDB has no binary COPY: a flow's nodes go in as one INSERT from arrays."""
+    code = flat(strip_comments(compose("flow_insert")))
+    assert len(re.findall(WRITES_TO.format(table="tasks"), code)) == 1
+    assert "FROM unnest(%(ids)s::uuid[]" in code
+    assert "CASE WHEN src.waits > 0 THEN 'waiting' ELSE 'available' END" in code
+    assert code.endswith("SELECT ins.queue, NULL FROM ins WHERE ins.status = 'available' "
+                         "GROUP BY ins.queue")

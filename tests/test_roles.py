@@ -56,6 +56,11 @@ def double(n: int) -> int:
     return 2 * n
 
 
+@app.task(queue="roles", keep_result_s=60)
+def total(values: list[int]) -> int:
+    return sum(values)
+
+
 @app.periodic(every_s=3600, queue="roles")
 def hourly() -> None:
     pass
@@ -138,7 +143,8 @@ def test_the_roles_hold_their_grants_and_nothing_more(roles: Roles) -> None:
     database = urlsplit(roles.admin).path.lstrip("/")
     tables = [r[0] for r in psycopg.connect(roles.admin).execute(
         "SELECT 'shardq.' || tablename FROM pg_tables WHERE schemaname = 'shardq'")]
-    assert {"shardq.attempts", "shardq.workers", "shardq.tasks"} <= set(tables)
+    assert {"shardq.attempts", "shardq.workers", "shardq.tasks", "shardq.flows",
+            "shardq.flow_events"} <= set(tables)
 
     def may(role: str, privilege: str, table: str) -> bool:
         return bool(scalar(roles.admin, "SELECT has_table_privilege(%s, %s, %s)",
@@ -186,6 +192,29 @@ def test_producers_and_a_worker_daemon_run_as_the_worker_role(roles: Roles,
         assert client.run_janitor_once().rescued == 0
     assert daemon.proc.returncode == 0, daemon.output
     assert "Traceback" not in daemon.output
+    assert "permission denied" not in daemon.output
+
+
+def test_a_worker_role_runs_a_chord_end_to_end(roles: Roles, tmp_path: Path) -> None:
+    """A producer writes the flow and its tasks, the daemon's acks write its events, its
+    resolver folds them (locks and updates shardq.flows, deletes shardq.flow_events),
+    releases the callback and ends the flow: all as the worker role."""
+    url = roles.urls["worker"]
+    with (app_daemon(tmp_path, "roles_chord", APP, url) as (chord_app, daemon),
+          shardq.Client(url) as client):
+        chord_app.app.use_client(client)
+        handle = client.enqueue_flow(shardq.chord(
+            [chord_app.double.si(n) for n in (1, 2, 3)], chord_app.total.s()))
+        assert handle.result_id is not None
+        assert client.result(handle.result_id, wait_s=60).value == 12, daemon.output
+        wait_for(lambda: scalar(url, "SELECT finished_at IS NOT NULL FROM shardq.flows "
+                                     "WHERE id = %s", (handle.id,)), what="the chord's end")
+        flow = client.flow(handle.id)
+        assert flow is not None
+        assert (flow.state, flow.counts["succeeded"]) == ("succeeded", 4)
+        assert scalar(url, "SELECT count(*) FROM shardq.flow_events WHERE flow_id = %s",
+                      (handle.id,)) == 0
+    assert daemon.proc.returncode == 0, daemon.output
     assert "permission denied" not in daemon.output
 
 

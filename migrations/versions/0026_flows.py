@@ -21,8 +21,13 @@ Revises: 0025
 - ``shardq.results.flow_id``: the results a flow's nodes pass on are kept until the
   flow ends, then expire with it.
 
-Each statement is re-runnable (``IF NOT EXISTS``), so a run cut between two of them
-(CockroachDB runs each in its own transaction) is simply run again.
+Each statement is re-runnable (``IF NOT EXISTS``; the status check is dropped, if
+there, and added again in one statement, as revision 0015 replaces the queue-name
+check), so a run cut between two of them (CockroachDB runs each in its own
+transaction) is simply run again.  On CockroachDB ``flows_finished`` is hash-sharded:
+end times grow with the clock, and would otherwise all land in the index's last range.
+The downgrade deletes the nodes still waiting, which the old status check forbids:
+run again, it finds none.
 """
 
 from alembic import context, op
@@ -45,12 +50,17 @@ def _listed(values: tuple[str, ...]) -> str:
     return ", ".join(f"'{v}'" for v in values)
 
 
+def _status_check(statuses: tuple[str, ...]) -> None:
+    # One statement, so the check keeps its name and a re-run does the same again.
+    op.execute("ALTER TABLE shardq.tasks DROP CONSTRAINT IF EXISTS tasks_status_check, "
+               f"ADD CONSTRAINT tasks_status_check CHECK (status IN ({_listed(statuses)}))")
+
+
 def upgrade() -> None:
-    for column in ("flow_id uuid", "flow_next uuid[]", "flow_deps uuid[]", "waits integer"):
-        op.execute(f"ALTER TABLE shardq.tasks ADD COLUMN IF NOT EXISTS {column}")
-    op.execute("ALTER TABLE shardq.tasks DROP CONSTRAINT IF EXISTS tasks_status_check")
-    op.execute(f"ALTER TABLE shardq.tasks ADD CONSTRAINT tasks_status_check "
-               f"CHECK (status IN ({_listed(STATUSES)}))")
+    op.execute("ALTER TABLE shardq.tasks " + ", ".join(
+        f"ADD COLUMN IF NOT EXISTS {column}"
+        for column in ("flow_id uuid", "flow_next uuid[]", "flow_deps uuid[]", "waits integer")))
+    _status_check(STATUSES)
     op.execute("CREATE INDEX IF NOT EXISTS tasks_flows ON shardq.tasks (flow_id, status) "
                "WHERE flow_id IS NOT NULL")
     key = ("PRIMARY KEY (id) USING HASH WITH (bucket_count = "
@@ -73,8 +83,9 @@ def upgrade() -> None:
         "trace_context text, "
         f"CONSTRAINT flows_kind_check CHECK (kind IN ({_listed(KINDS)})), "
         f"CONSTRAINT flows_pkey {key})")
-    op.execute("CREATE INDEX IF NOT EXISTS flows_finished ON shardq.flows (finished_at) "
-               "WHERE finished_at IS NOT NULL")
+    sharded = " USING HASH" if _cockroachdb() else ""
+    op.execute("CREATE INDEX IF NOT EXISTS flows_finished ON shardq.flows (finished_at)"
+               + sharded + " WHERE finished_at IS NOT NULL")
     op.execute(
         "CREATE TABLE IF NOT EXISTS shardq.flow_events ("
         "flow_id uuid NOT NULL, "
@@ -99,8 +110,7 @@ def downgrade() -> None:
     op.execute("DROP TABLE IF EXISTS shardq.flows")
     op.execute(drop_index("tasks_flows"))
     op.execute("DELETE FROM shardq.tasks WHERE status = 'waiting'")
-    op.execute("ALTER TABLE shardq.tasks DROP CONSTRAINT IF EXISTS tasks_status_check")
-    op.execute("ALTER TABLE shardq.tasks ADD CONSTRAINT tasks_status_check "
-               "CHECK (status IN ('available', 'locked', 'dead'))")
-    for column in ("waits", "flow_deps", "flow_next", "flow_id"):
-        op.execute(f"ALTER TABLE shardq.tasks DROP COLUMN IF EXISTS {column}")
+    _status_check(STATUSES[:-1])
+    op.execute("ALTER TABLE shardq.tasks " + ", ".join(
+        f"DROP COLUMN IF EXISTS {column}"
+        for column in ("waits", "flow_deps", "flow_next", "flow_id")))
