@@ -2,8 +2,8 @@
 -- waiting, due, running (its worker finds the row gone at its next heartbeat and
 -- drops its result; the attempt is recorded as cancelled, attempts_add) or dead; its
 -- events not folded in are moot and deleted; the flow counts them as cancelled and
--- ends now, and the results its nodes kept for one another expire its keep_result_s
--- later.  Returns how many nodes were cancelled.
+-- ends now (its results stay until the janitor deletes it, keep_result_s later:
+-- flow_purge).  Returns how many nodes were cancelled.
 WITH gone AS (
     DELETE FROM shardq.tasks AS t
     WHERE t.flow_id = %(id)s::uuid
@@ -25,11 +25,5 @@ WITH gone AS (
         finished_at = clock.now
     FROM clock
     WHERE f.id = %(id)s::uuid
-    RETURNING f.id, f.keep_result_s, clock.now
-), expiring AS (
-    UPDATE shardq.results AS r SET expires_at = flow.now + flow.keep_result_s * interval '1 second'
-    FROM flow
-    WHERE r.flow_id = flow.id
-      AND r.expires_at = 'infinity'
 )
 SELECT count(*) FROM gone

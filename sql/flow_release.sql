@@ -22,9 +22,9 @@ WITH d AS (
                 WHEN 'one' THEN (SELECT r.value FROM shardq.results AS r
                                  WHERE r.id = t.flow_deps[1])
                 WHEN 'list' THEN (
-                    SELECT coalesce(jsonb_agg(r.value ORDER BY p.n), '[]'::jsonb)
-                    FROM unnest(t.flow_deps) WITH ORDINALITY AS p(id, n)
-                    LEFT JOIN shardq.results AS r ON r.id = p.id)
+                    SELECT coalesce(jsonb_agg((SELECT r.value FROM shardq.results AS r
+                                               WHERE r.id = p.id) ORDER BY p.n), '[]'::jsonb)
+                    FROM unnest(t.flow_deps) WITH ORDINALITY AS p(id, n))
                 WHEN 'counts' THEN (
                     SELECT jsonb_build_object('flow', f.id::text, 'succeeded', f.succeeded,
                                               'dead', f.dead, 'cancelled', f.cancelled)

@@ -45,7 +45,7 @@ def layout(canvas: Canvas | Signature) -> tuple[list[Node], Outputs]:
 
 
 def _place(part: Canvas | Signature, inputs: Outputs, nodes: list[Node]) -> Outputs:
-    deps, from_group = inputs
+    deps = inputs[0]
     if isinstance(part, Signature):
         nodes.append(Node(part, deps, _passes(part, inputs)))
         return (len(nodes) - 1,), False
