@@ -20,7 +20,7 @@ import pytest
 
 import shardq
 from shardq.core.config import ClientConfig
-from shardq.loops.resolver import resolve
+from shardq.loops.resolver import purge, resolve
 from shardq.ops import settle
 from shardq.ops.results import Kept, encode
 from shardq.worker.config import WorkerConfig
@@ -282,6 +282,8 @@ def expiries(connect: psycopg.Connection[Any], ids: Sequence[uuid.UUID]) -> list
 
 def test_results_are_kept_until_the_flow_ends(client: shardq.Client,
                                               connect: psycopg.Connection[Any]) -> None:
+    """A flow's results are kept while it runs and for its keep_result_s after it ended;
+    then the janitor deletes the flow and its results."""
     handle = client.enqueue_flow(shardq.chain(emit.si(1), add.s(1), add.s(1)),
                                  keep_result_s=3600)
     run(client, call)
@@ -291,12 +293,15 @@ def test_results_are_kept_until_the_flow_ends(client: shardq.Client,
     flow = client.flow(handle.id)
     assert flow is not None
     assert flow.state == "succeeded"
-    assert expiries(connect, handle.ids) == [(False,)] * 3
-    left = connect.execute(
-        "SELECT min(expires_at - %s), max(expires_at - %s) FROM shardq.results "
-        "WHERE flow_id = %s", (flow.finished_at, flow.finished_at, handle.id)).fetchone()
-    assert left is not None
-    assert {d.total_seconds() for d in left} == {3600.0}
+    assert expiries(connect, handle.ids) == [(True,)] * 3
+    assert client.result(handle.ids[0]).value == 1
+    st = client.statements
+    for ago_s, purged in ((3590, 0), (3610, 1)):
+        connect.execute("UPDATE shardq.flows SET finished_at = now() - %s * interval '1 second' "
+                        "WHERE id = %s", (ago_s, handle.id))
+        assert purge(st, 100) == purged
+    assert client.flow(handle.id) is None
+    assert [client.result(i).status for i in handle.ids] == ["unknown"] * 3
 
 
 # -- end to end, on a worker -------------------------------------------------------------

@@ -101,9 +101,10 @@ def assert_reads_through(plan: list[dict[str, Any]], table: str, index: str) -> 
 
 
 def flow_ids(conn: psycopg.Connection[Any], n: int, with_events: bool = True) -> list[Any]:
-    rows = conn.execute("SELECT DISTINCT flow_id FROM shardq.flow_events LIMIT %s" if with_events
-                        else "SELECT id FROM shardq.flows WHERE finished_at IS NULL ORDER BY id DESC LIMIT %s",
-                        (n,)).fetchall()
+    query = ("SELECT DISTINCT flow_id FROM shardq.flow_events LIMIT %s" if with_events
+             else "SELECT id FROM shardq.flows WHERE finished_at IS NULL ORDER BY id DESC "
+                  "LIMIT %s")
+    rows = conn.execute(query, (n,)).fetchall()
     return [r[0] for r in rows]
 
 
