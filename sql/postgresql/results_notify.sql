@@ -5,5 +5,5 @@
 -- be as many notifications, each one queued at commit), and a client that waits for
 -- it anyway sees it at its next look (shardq.ops.results.RECHECK_S).
 (SELECT count(pg_notify('shardq_results', kept.id::text))
- FROM kept JOIN done ON done.id = kept.id
- WHERE done.flow_next IS NULL)
+ FROM kept
+ WHERE kept.id NOT IN (SELECT done.id FROM done WHERE done.flow_next IS NOT NULL))
