@@ -60,6 +60,8 @@ class FoldReport:
     """Tasks cancelled because a task they waited for will never succeed."""
     finished: int = 0
     """Flows that ended: no task left."""
+    flows: int = 0
+    """Flows whose events were folded in (by each fold: a flow folded twice counts twice)."""
 
     def __add__(self, other: FoldReport) -> FoldReport:
         return FoldReport(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
@@ -99,7 +101,7 @@ def _fold(st: Statements) -> Steps[FoldReport]:
                 down[child] += OPEN_WAITS - n
         elif outcome in ("dropped", "cancelled"):
             doomed += after
-    report = FoldReport(events=len(events))
+    report = FoldReport(events=len(events), flows=len(locked))
     flows = list(counts)
     yield st.execute("flow_count", {
         "flows": flows, "succeeded": [counts[f]["succeeded"] for f in flows],
@@ -119,12 +121,18 @@ def _fold(st: Statements) -> Steps[FoldReport]:
 
 
 def resolve(st: Statements) -> FoldReport:
-    """Fold until no events are left that another resolver does not hold (blocking)."""
+    """Fold until no events are left that another resolver does not hold (blocking).
+
+    A fold takes the events of up to :data:`FLOWS_PER_FOLD` flows, up to
+    :data:`EVENTS_PER_FOLD` of them, so one that took either many left some; and one
+    that cancelled tasks wrote their events, which the next fold folds in (cancelling
+    the tasks that waited for those): a cancel runs down a flow in one call."""
     report = FoldReport()
     while True:
         step = st.perform(fold(st))
         report += step
-        if step.events < EVENTS_PER_FOLD:
+        if (step.events < EVENTS_PER_FOLD and step.flows < FLOWS_PER_FOLD
+                and not step.cancelled):
             return report
 
 
