@@ -9,6 +9,7 @@ counts (``counts``, for a callback of :meth:`shardq.Client.enqueue_many`).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -47,6 +48,8 @@ def layout(canvas: Canvas | Signature) -> tuple[list[Node], Outputs]:
 def _place(part: Canvas | Signature, inputs: Outputs, nodes: list[Node]) -> Outputs:
     deps, from_group = inputs
     if isinstance(part, Signature):
+        if from_group and not deps:
+            part = _after_empty(part)
         nodes.append(Node(part, deps, _passes(part, inputs)))
         return (len(nodes) - 1,), False
     if isinstance(part, Chain):
@@ -55,8 +58,11 @@ def _place(part: Canvas | Signature, inputs: Outputs, nodes: list[Node]) -> Outp
         return inputs
     if isinstance(part, Group):
         outs: list[int] = []
+        empty = from_group and not deps
         for member in part.members:
             if type(member) is Signature:  # the usual member, placed here: a chord has many
+                if empty:
+                    member = _after_empty(member)
                 nodes.append(Node(member, deps, _passes(member, inputs)))
                 outs.append(len(nodes) - 1)
             else:
@@ -70,6 +76,14 @@ def _place(part: Canvas | Signature, inputs: Outputs, nodes: list[Node]) -> Outp
                               "their parents with add(after=...)")
         return _place_graph(part, nodes)
     raise InvalidTask(f"not a signature nor a canvas: {part!r}")
+
+
+def _after_empty(signature: Signature) -> Signature:
+    """A signature placed after an empty group: it takes the list of the group's results
+    (an ``.s`` signature), which is empty, so it has it at once and waits for nothing."""
+    if signature.immutable:
+        return signature
+    return dataclasses.replace(signature, args=([], *signature.args), immutable=True)
 
 
 def _passes(signature: Signature, inputs: Outputs) -> str | None:
