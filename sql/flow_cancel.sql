@@ -3,7 +3,9 @@
 -- drops its result; the attempt is recorded as cancelled, attempts_add) or dead; its
 -- events not folded in are moot and deleted; the flow counts them as cancelled and
 -- ends now, and the results its nodes kept for one another expire its keep_result_s
--- later.  Returns how many nodes were cancelled.
+-- later.  A flow with no node left is left alone: its last nodes ended, and the
+-- resolver ends it as they ended (their events are its counts).  Returns how many
+-- nodes were cancelled.
 WITH gone AS (
     DELETE FROM shardq.tasks AS t
     WHERE t.flow_id = %(id)s::uuid
@@ -15,7 +17,8 @@ WITH gone AS (
 ), recorded AS (
     {attempts_add}
 ), moot AS (
-    DELETE FROM shardq.flow_events AS e WHERE e.flow_id = %(id)s::uuid
+    DELETE FROM shardq.flow_events AS e
+    WHERE e.flow_id = %(id)s::uuid AND EXISTS (SELECT 1 FROM gone)
 ), clock AS (
     SELECT coalesce(%(now)s::timestamptz, now()) AS now
 ), flow AS (
@@ -24,7 +27,7 @@ WITH gone AS (
         cancelled_at = clock.now,
         finished_at = clock.now
     FROM clock
-    WHERE f.id = %(id)s::uuid
+    WHERE f.id = %(id)s::uuid AND EXISTS (SELECT 1 FROM gone)
     RETURNING f.id, f.keep_result_s, clock.now
 ), expiring AS (
     UPDATE shardq.results AS r SET expires_at = flow.now + flow.keep_result_s * interval '1 second'
