@@ -62,7 +62,7 @@ class FoldReport:
     finished: int = 0
     """Flows that ended: no task left."""
     flows: int = 0
-    """Flows whose events were folded in (by each fold: a flow folded twice counts twice)."""
+    """Flows whose events were folded in."""
 
     def __add__(self, other: FoldReport) -> FoldReport:
         return FoldReport(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
@@ -100,8 +100,8 @@ def _fold(st: Statements) -> Steps[FoldReport]:
         elif outcome == "sealed":
             for child in after:
                 down[child] += OPEN_WAITS - n
+        # A batch's task dropped from the dead letters counted its callback down as it died.
         elif outcome in ("dropped", "cancelled") and not is_batch:
-            # A batch's task that is dropped counted down its callback as it died.
             doomed += after
     report = FoldReport(events=len(events), flows=len(locked))
     flows = list(counts)
@@ -125,10 +125,10 @@ def _fold(st: Statements) -> Steps[FoldReport]:
 def resolve(st: Statements) -> FoldReport:
     """Fold until no events are left that another resolver does not hold (blocking).
 
-    A fold takes the events of up to :data:`FLOWS_PER_FOLD` flows, up to
-    :data:`EVENTS_PER_FOLD` of them, so one that took either many left some; and one
-    that cancelled tasks wrote their events, which the next fold folds in (cancelling
-    the tasks that waited for those): a cancel runs down a flow in one call."""
+    A fold that took as many flows or events as it may, or that cancelled nodes (each
+    cancellation is an event of its own, for the nodes after it), may have left events:
+    another fold follows, so a dropped node's dependents are all cancelled by one call,
+    however long the chain after it."""
     report = FoldReport()
     while True:
         step = st.perform(fold(st))
