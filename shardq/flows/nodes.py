@@ -46,11 +46,9 @@ def layout(canvas: Canvas | Signature) -> tuple[list[Node], Outputs]:
 
 
 def _place(part: Canvas | Signature, inputs: Outputs, nodes: list[Node]) -> Outputs:
-    deps, from_group = inputs
+    deps = inputs[0]
     if isinstance(part, Signature):
-        if from_group and not deps:
-            part = _after_empty(part)
-        nodes.append(Node(part, deps, _passes(part, inputs)))
+        nodes.append(_node(part, inputs))
         return (len(nodes) - 1,), False
     if isinstance(part, Chain):
         for step in part.steps:
@@ -58,12 +56,9 @@ def _place(part: Canvas | Signature, inputs: Outputs, nodes: list[Node]) -> Outp
         return inputs
     if isinstance(part, Group):
         outs: list[int] = []
-        empty = from_group and not deps
         for member in part.members:
             if type(member) is Signature:  # the usual member, placed here: a chord has many
-                if empty:
-                    member = _after_empty(member)
-                nodes.append(Node(member, deps, _passes(member, inputs)))
+                nodes.append(_node(member, inputs))
                 outs.append(len(nodes) - 1)
             else:
                 outs += _place(member, inputs, nodes)[0]
@@ -78,12 +73,14 @@ def _place(part: Canvas | Signature, inputs: Outputs, nodes: list[Node]) -> Outp
     raise InvalidTask(f"not a signature nor a canvas: {part!r}")
 
 
-def _after_empty(signature: Signature) -> Signature:
-    """A signature placed after an empty group: it takes the list of the group's results
-    (an ``.s`` signature), which is empty, so it has it at once and waits for nothing."""
-    if signature.immutable:
-        return signature
-    return dataclasses.replace(signature, args=([], *signature.args), immutable=True)
+def _node(signature: Signature, inputs: Outputs) -> Node:
+    """The node of a signature placed after ``inputs``.  After an empty group (a chord of
+    no member), an ``.s`` signature takes the list of the group's results, which is
+    empty: it has it at once, and waits for nothing."""
+    deps, from_group = inputs
+    if from_group and not deps and not signature.immutable:
+        signature = dataclasses.replace(signature, args=([], *signature.args), immutable=True)
+    return Node(signature, deps, _passes(signature, inputs))
 
 
 def _passes(signature: Signature, inputs: Outputs) -> str | None:
