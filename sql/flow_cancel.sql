@@ -3,9 +3,7 @@
 -- drops its result; the attempt is recorded as cancelled, attempts_add) or dead; its
 -- events not folded in are moot and deleted; the flow counts them as cancelled and
 -- ends now, and the results its nodes kept for one another expire its keep_result_s
--- later.  A flow with no node left is left alone: its last nodes ended, and the
--- resolver ends it as they ended (their events are its counts).  Returns how many
--- nodes were cancelled.
+-- later.  Returns how many nodes were cancelled.
 WITH gone AS (
     DELETE FROM shardq.tasks AS t
     WHERE t.flow_id = %(id)s::uuid
@@ -17,17 +15,19 @@ WITH gone AS (
 ), recorded AS (
     {attempts_add}
 ), moot AS (
+    -- A flow with no node left (none gone) is left alone: its last nodes ended, and the
+    -- resolver ends it as they did, their events its counts.
     DELETE FROM shardq.flow_events AS e
     WHERE e.flow_id = %(id)s::uuid AND EXISTS (SELECT 1 FROM gone)
 ), clock AS (
-    SELECT coalesce(%(now)s::timestamptz, now()) AS now
+    SELECT coalesce(%(now)s::timestamptz, now()) AS now WHERE EXISTS (SELECT 1 FROM gone)
 ), flow AS (
     UPDATE shardq.flows AS f SET
         cancelled = f.cancelled + (SELECT count(*) FROM gone),
         cancelled_at = clock.now,
         finished_at = clock.now
     FROM clock
-    WHERE f.id = %(id)s::uuid AND EXISTS (SELECT 1 FROM gone)
+    WHERE f.id = %(id)s::uuid
     RETURNING f.id, f.keep_result_s, clock.now
 ), expiring AS (
     UPDATE shardq.results AS r SET expires_at = flow.now + flow.keep_result_s * interval '1 second'
