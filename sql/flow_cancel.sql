@@ -15,9 +15,12 @@ WITH gone AS (
 ), recorded AS (
     {attempts_add}
 ), moot AS (
-    DELETE FROM shardq.flow_events AS e WHERE e.flow_id = %(id)s::uuid
+    -- A flow with no node left (none gone) is left alone: its last nodes ended, and the
+    -- resolver ends it as they did, their events its counts.
+    DELETE FROM shardq.flow_events AS e
+    WHERE e.flow_id = %(id)s::uuid AND EXISTS (SELECT 1 FROM gone)
 ), clock AS (
-    SELECT coalesce(%(now)s::timestamptz, now()) AS now
+    SELECT coalesce(%(now)s::timestamptz, now()) AS now WHERE EXISTS (SELECT 1 FROM gone)
 ), flow AS (
     UPDATE shardq.flows AS f SET
         cancelled = f.cancelled + (SELECT count(*) FROM gone),

@@ -9,6 +9,7 @@ counts (``counts``, for a callback of :meth:`shardq.Client.enqueue_many`).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -47,7 +48,7 @@ def layout(canvas: Canvas | Signature) -> tuple[list[Node], Outputs]:
 def _place(part: Canvas | Signature, inputs: Outputs, nodes: list[Node]) -> Outputs:
     deps = inputs[0]
     if isinstance(part, Signature):
-        nodes.append(Node(part, deps, _passes(part, inputs)))
+        nodes.append(_node(part, inputs))
         return (len(nodes) - 1,), False
     if isinstance(part, Chain):
         for step in part.steps:
@@ -57,7 +58,7 @@ def _place(part: Canvas | Signature, inputs: Outputs, nodes: list[Node]) -> Outp
         outs: list[int] = []
         for member in part.members:
             if type(member) is Signature:  # the usual member, placed here: a chord has many
-                nodes.append(Node(member, deps, _passes(member, inputs)))
+                nodes.append(_node(member, inputs))
                 outs.append(len(nodes) - 1)
             else:
                 outs += _place(member, inputs, nodes)[0]
@@ -70,6 +71,16 @@ def _place(part: Canvas | Signature, inputs: Outputs, nodes: list[Node]) -> Outp
                               "their parents with add(after=...)")
         return _place_graph(part, nodes)
     raise InvalidTask(f"not a signature nor a canvas: {part!r}")
+
+
+def _node(signature: Signature, inputs: Outputs) -> Node:
+    """The node of a signature placed after ``inputs``.  After an empty group (a chord of
+    no member), an ``.s`` signature takes the list of the group's results, which is
+    empty: it has it at once, and waits for nothing."""
+    deps, from_group = inputs
+    if from_group and not deps and not signature.immutable:
+        signature = dataclasses.replace(signature, args=([], *signature.args), immutable=True)
+    return Node(signature, deps, _passes(signature, inputs))
 
 
 def _passes(signature: Signature, inputs: Outputs) -> str | None:

@@ -23,7 +23,8 @@ wait for one another's locks, however many finish at once.
 
 A batch's callback (:meth:`shardq.Client.enqueue_many` with ``on_complete``) waits for
 every member to end, whatever its outcome: there a member that died counts down too,
-and one retried from the dead letters before the callback ran counts up again.  An
+one retried from the dead letters before the callback ran counts up again, and one
+deleted from them changes nothing more (the callback runs, with it counted dead).  An
 *open* batch (written piece by piece, as a Spark job does) starts its callback at
 :data:`OPEN_WAITS` and is sealed with its size (a ``sealed`` event) once written.
 """
@@ -99,7 +100,8 @@ def _fold(st: Statements) -> Steps[FoldReport]:
         elif outcome == "sealed":
             for child in after:
                 down[child] += OPEN_WAITS - n
-        elif outcome in ("dropped", "cancelled"):
+        # A batch's task dropped from the dead letters counted its callback down as it died.
+        elif outcome in ("dropped", "cancelled") and not is_batch:
             doomed += after
     report = FoldReport(events=len(events), flows=len(locked))
     flows = list(counts)
