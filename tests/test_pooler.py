@@ -237,10 +237,10 @@ def test_doctor_counts_a_session_pool_for_the_daemons(server: Databases,
     assert "SHARDQ_PREPARE=1" in one["pooler"].seen
     assert one["LISTEN/NOTIFY"].ok
     assert one["pool size"].ok, one["pool size"]
-    assert "2 such daemons fit" in one["pool size"].seen  # 11 connections each, in 25
+    assert "2 such daemons fit" in one["pool size"].seen  # 12 connections each, in 25
     three = findings(url, WorkerConfig(processes=3))["pool size"]
     assert not three.ok
-    assert "must hold 33 per daemon" in three.seen
+    assert "must hold 36 per daemon" in three.seen
     assert three.advice.startswith("raise default_pool_size")
 
 

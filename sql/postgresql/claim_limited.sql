@@ -7,7 +7,9 @@
 -- two are numbered and joined by that number.  The unique partial indexes tasks_slots
 -- and tasks_group_slots make a slot that a concurrent claim took at the same moment
 -- fail this statement (a unique violation, which the client reads as "nothing claimed,
--- try again"), never exceed the limit.
+-- try again"), never exceed the limit.  The rows locked are named again as an array of
+-- ctids, so that whichever join the planner picks reads them alone: joined on the ctid
+-- only, a custom plan may hash them and read the whole table to find them.
 WITH f AS MATERIALIZED (
     {claim_free}
 ), c AS MATERIALIZED (
@@ -27,4 +29,5 @@ UPDATE shardq.tasks AS t SET
     {claim_set}
 FROM c JOIN f ON f.i = c.i, clock
 WHERE t.ctid = c.ctid
+  AND t.ctid = ANY(ARRAY(SELECT c.ctid FROM c))
 {claim_returning}
