@@ -11,6 +11,7 @@ import importlib.util
 from collections.abc import Generator, Iterator
 from datetime import UTC, datetime
 from typing import Any
+from uuid import uuid4
 
 import pytest
 
@@ -19,7 +20,9 @@ from shardq.cli import sqlshow
 from shardq.cli.main import main
 from shardq.core.plan import Atomic, CopyIn, Fetch, Request
 from shardq.core.statements import Statements
-from shardq.ops import claims, flow, produce, settle
+from shardq.flows.canvas import chain, chord
+from shardq.loops import resolver
+from shardq.ops import claims, flow, graphs, produce, settle
 from shardq.ops.flow import Control, Limits
 from shardq.ops.rates import Rate
 from shardq.ops.results import Kept
@@ -27,6 +30,12 @@ from tests.conftest import ROOT
 from tests.helpers import claim_all
 
 QUEUE = "sql-show"
+app = shardq.App()  # its function names a flow's tasks
+
+
+@app.task(queue=QUEUE)
+def step(n: int) -> int:
+    return n
 
 
 @pytest.fixture
@@ -102,6 +111,41 @@ def test_each_enqueue_shown_is_the_one_the_client_sends(client: shardq.Client) -
     now = datetime.now(UTC)
     copy = placed.send([(now, 0, now, None)])
     assert sent(copy) == sqlshow.STATEMENTS["copy_tasks"].sent("postgresql")
+
+
+def test_a_flows_statements_shown_are_the_ones_the_client_sends(client: shardq.Client) -> None:
+    st = client.statements
+    written = first(graphs.enqueue(st, chain(step.s(1), step.s()), None, keep_result_s=None,
+                                   name=None).steps())
+    assert isinstance(written, Atomic)
+    steps = written.steps()
+    next(steps)  # the flow's row
+    assert sent(steps.send(None)) == sqlshow.STATEMENTS["flow_insert"].sent("postgresql")
+    fold = first(resolver.fold(st).steps())
+    assert isinstance(fold, Atomic)
+    steps = fold.steps()
+    flow_id, waiting = uuid4(), uuid4()
+    requests = {"flow_pick": next(steps), "flow_take": steps.send([(flow_id, "chain")])}
+    steps.send([(flow_id, datetime.now(UTC), uuid4(), "succeeded", [waiting], 1)])  # counts
+    requests["flow_release"] = steps.send(None)  # of the task that waited for this one
+    requests["flow_finish"] = steps.send([(QUEUE, 1, None)])
+    for name, request in requests.items():
+        assert sent(request) == sqlshow.STATEMENTS[name].sent("postgresql"), name
+
+
+def test_a_flows_members_copied_are_shown_as_sent(client: shardq.Client) -> None:
+    st = client.statements
+    many = graphs.COPY_MIN
+    written = first(graphs.enqueue(st, chord([step.s(n) for n in range(many)], step.s()),
+                                   None, keep_result_s=None, name=None).steps())
+    assert isinstance(written, Atomic)
+    steps = written.steps()
+    next(steps)  # the flow's row
+    placed = steps.send(None)  # the members' place in line, then their COPY
+    assert sent(placed) == sqlshow.STATEMENTS["placement_batch"].sent("postgresql")
+    now = datetime.now(UTC)
+    assert sent(steps.send([(now, 0, now, None)])) \
+        == sqlshow.STATEMENTS["copy_flow_tasks"].sent("postgresql")
 
 
 def test_the_janitors_requeue_shown_is_the_one_it_sends(client: shardq.Client) -> None:

@@ -20,6 +20,7 @@ from shardq.core.boundary import Layout
 from shardq.core.config import DEFAULT_BUCKET_COUNT, ClientConfig
 from shardq.core.errors import ConfigError
 from shardq.core.statements import composed
+from shardq.loops.resolver import EVENTS_PER_FOLD, FLOWS_PER_FOLD
 from shardq.ops import flow, rates
 from shardq.worker.config import WorkerConfig
 
@@ -103,6 +104,19 @@ STATEMENTS = {s.name: s for s in (
           "line (or dead)", limit=JANITOR_BATCH, limit_is=JANITORED),
     Shown("janitor_rescue_keyed", "the janitor's requeue of keyed tasks, merged with their "
           "follow-ups", limit=JANITOR_BATCH, limit_is=JANITORED, dialects=("postgresql",)),
+    Shown("flow_insert", "write a flow's tasks with one INSERT of parallel arrays: those that "
+          "wait for others 'waiting', outside every claim range"),
+    Shown("copy_flow_tasks", "write a flow's tasks that wait for nothing and share their "
+          "options (a chord's or a batch's members) with COPY", dialects=("postgresql",)),
+    Shown("flow_pick", "the resolver's fold, first: lock the next flows that have events, "
+          "found by a loose scan of the events' key", limit=FLOWS_PER_FOLD,
+          limit_is=f"at most {FLOWS_PER_FOLD} flows a fold"),
+    Shown("flow_take", "the fold's events: delete the oldest events of the flows it locked",
+          limit=EVENTS_PER_FOLD, limit_is=f"at most {EVENTS_PER_FOLD} events a fold"),
+    Shown("flow_release", "count down the tasks that wait for others, and release those "
+          "that wait for nothing more, with what they take prepended to their arguments"),
+    Shown("flow_finish", "end the folded flows that have no task and no event left, and "
+          "let their kept results expire"),
 )}
 """Every statement ``shardq sql show`` prints, by name."""
 
