@@ -1,4 +1,5 @@
-"""Against a real CockroachDB cluster: migrations, the API, concurrent claims, the claim plan.
+"""Against a real CockroachDB cluster: migrations, the API, concurrent claims, the claim plan,
+and flows (a chord's callback, a flow cancelled, a dead task dropped).
 
 Runs only when ``SHARDQ_TEST_CRDB_DSN`` names a cluster, for instance
 ``cockroachdb://root@127.0.0.1:26257/shardq?sslmode=disable`` after
@@ -9,6 +10,7 @@ tests create their own databases on that cluster and drop them at the end.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import threading
@@ -29,6 +31,9 @@ from shardq.core import migrate, sqlfiles
 from shardq.core.boundary import Layout, normalize_dsn
 from shardq.core.db import read_layout
 from shardq.core.dialect import COCKROACHDB
+from shardq.loops.resolver import resolve
+from shardq.ops import settle
+from shardq.ops.results import Kept
 from tests.helpers import claim_all, in_threads, scalar, with_dbname
 
 CRDB_DSN = os.environ.get("SHARDQ_TEST_CRDB_DSN", "")
@@ -407,3 +412,78 @@ def test_claim_reads_one_span_of_one_bucket(url: str, client: shardq.Client, bin
     assert re.fullmatch(rf"\[{prefix}(/[^\]]*)? - {prefix}(/[^\]]*)?\]", spans[0]), plan
     assert pick.get("locking strength") == "for update", plan
     assert "skip locked" in pick.get("locking wait policy", "").lower(), plan
+
+
+# -- flows --------------------------------------------------------------------------------
+
+FLOWS = "crdb-flows"
+flows_app = shardq.App()  # its functions name the tasks; the tests run them by hand
+
+
+@flows_app.task(queue=FLOWS)
+def square(n: int) -> int:
+    return n * n
+
+
+@flows_app.task(queue=FLOWS)
+def total(squares: list[int]) -> int:
+    return sum(squares)
+
+
+def run_all(client: shardq.Client) -> list[shardq.Task]:
+    """Claim every task of the flows' queue and ack each with its handler's result, kept
+    as a worker keeps a flow task's (until its flow ends)."""
+    tasks = claim_all(client, FLOWS)
+    handlers: dict[str, Callable[..., Any]] = {square.name: square.fn, total.name: total.fn}
+    kept = [Kept(json.dumps(handlers[t.payload["task"]](*t.payload["args"])), None,
+                 float("inf")) for t in tasks]
+    client.statements.perform(settle.ack(client.statements, tasks, kept))
+    return tasks
+
+
+def test_a_chord_calls_back_once_with_its_members_results(client: shardq.Client) -> None:
+    handle = client.enqueue_flow(shardq.chord([square.s(n) for n in range(1, 6)], total.s()))
+    members = run_all(client)
+    assert sorted(t.id for t in members) == sorted(handle.ids[:5])
+    assert claim_all(client, FLOWS) == []  # the callback waits for the fold
+    report = resolve(client.statements)
+    assert (report.events, report.released) == (5, 1)
+    [callback] = run_all(client)
+    assert callback.id == handle.ids[5] == handle.result_id
+    assert callback.payload["args"] == [[1, 4, 9, 16, 25]]  # in the members' order
+    assert resolve(client.statements).finished == 1
+    flow = client.flow(handle.id)
+    assert flow is not None
+    assert (flow.kind, flow.state, flow.counts["succeeded"]) == ("chord", "succeeded", 6)
+    assert flow.finished_at is not None
+    result = client.result(handle.result_id)
+    assert result is not None
+    assert result.value == 55
+    assert resolve(client.statements).events == 0  # every event was folded once
+
+
+def test_a_flow_cancelled_and_a_dead_task_dropped(client: shardq.Client) -> None:
+    cancelled = client.enqueue_flow(shardq.chain(square.s(2), square.s(), total.si([1])))
+    assert client.cancel_flow(cancelled.id) == 3  # one due, two waiting
+    flow = client.flow(cancelled.id)
+    assert flow is not None
+    assert (flow.state, flow.counts["cancelled"]) == ("cancelled", 3)
+
+    dropped = client.enqueue_flow(shardq.chord([square.s(1), square.s(2)], total.s()))
+    first, second = claim_all(client, FLOWS)
+    client.nack(first, "boom", dead=True)
+    client.statements.perform(settle.ack(client.statements, [second],
+                                         [Kept("4", None, float("inf"))]))
+    resolve(client.statements)
+    flow = client.flow(dropped.id)
+    assert flow is not None
+    assert (flow.state, flow.counts["dead"], flow.counts["waiting"]) == ("failed", 1, 1)
+    assert client.purge_dead(FLOWS) == 1
+    # The callback, which would never run, is cancelled; its own event ends the flow.
+    report = resolve(client.statements) + resolve(client.statements)
+    assert report.cancelled == 1
+    flow = client.flow(dropped.id)
+    assert flow is not None
+    assert flow.counts["waiting"] == 0
+    assert flow.finished_at is not None
+    assert claim_all(client, FLOWS) == []
