@@ -10,7 +10,6 @@ tests create their own databases on that cluster and drop them at the end.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import re
 import threading
@@ -32,9 +31,7 @@ from shardq.core.boundary import Layout, normalize_dsn
 from shardq.core.db import read_layout
 from shardq.core.dialect import COCKROACHDB
 from shardq.loops.resolver import resolve
-from shardq.ops import settle
-from shardq.ops.results import Kept
-from tests.helpers import claim_all, in_threads, scalar, with_dbname
+from tests.helpers import ack_keeping, claim_all, in_threads, scalar, with_dbname
 
 CRDB_DSN = os.environ.get("SHARDQ_TEST_CRDB_DSN", "")
 if not CRDB_DSN:
@@ -435,9 +432,7 @@ def run_all(client: shardq.Client) -> list[shardq.Task]:
     as a worker keeps a flow task's (until its flow ends)."""
     tasks = claim_all(client, FLOWS)
     handlers: dict[str, Callable[..., Any]] = {square.name: square.fn, total.name: total.fn}
-    kept = [Kept(json.dumps(handlers[t.payload["task"]](*t.payload["args"])), None,
-                 float("inf")) for t in tasks]
-    client.statements.perform(settle.ack(client.statements, tasks, kept))
+    ack_keeping(client, tasks, [handlers[t.payload["task"]](*t.payload["args"]) for t in tasks])
     return tasks
 
 
@@ -472,8 +467,7 @@ def test_a_flow_cancelled_and_a_dead_task_dropped(client: shardq.Client) -> None
     dropped = client.enqueue_flow(shardq.chord([square.s(1), square.s(2)], total.s()))
     first, second = claim_all(client, FLOWS)
     client.nack(first, "boom", dead=True)
-    client.statements.perform(settle.ack(client.statements, [second],
-                                         [Kept("4", None, float("inf"))]))
+    ack_keeping(client, [second], [4])
     resolve(client.statements)
     flow = client.flow(dropped.id)
     assert flow is not None
