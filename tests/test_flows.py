@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 import shardq
 from shardq.core.config import ClientConfig
@@ -102,7 +103,8 @@ def call(payload: dict[str, Any]) -> Any:
 
 
 def rows(conn: psycopg.Connection[Any], table: str) -> int:
-    return int(conn.execute(f"SELECT count(*) FROM shardq.{table}").fetchone()[0])  # type: ignore[index]
+    query = sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier("shardq", table))
+    return int(conn.execute(query).fetchone()[0])  # type: ignore[index]
 
 
 # -- what nodes take ---------------------------------------------------------------------
