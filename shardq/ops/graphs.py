@@ -125,7 +125,7 @@ def flow_name(name: str | None) -> str | None:
 
 
 def written(st: Statements, conn: Any, flow: dict[str, Any], ids: list[TaskId],
-             rows: list[dict[str, Any]], value: Any, count: int | None = None) -> Plan[Any]:
+             rows: list[dict[str, Any]], value: Any) -> Plan[Any]:
     """The plan that writes a flow's row and ``rows`` (its tasks, ``ids``) in one
     transaction; its value is ``value``.  A retry that finds the flow written (its reply
     was lost after the commit) returns the same value."""
@@ -148,7 +148,7 @@ def written(st: Statements, conn: Any, flow: dict[str, Any], ids: list[TaskId],
 
         return Plan(steps, conn)
 
-    return produce.traced(params, count if count is not None else len(rows), make,
+    return produce.traced(params, len(rows), make,
                           flow_id=flow["flow_id"])
 
 
