@@ -18,10 +18,13 @@ if TYPE_CHECKING:
     from shardq.core.clock import Clock, DatabaseClock, ManualClock
     from shardq.core.config import ClientConfig
     from shardq.core.errors import (
+        ChildDied,
         ConfigError,
         ConnectionLost,
         DatabaseError,
         DiskFull,
+        DurableError,
+        EventTimeout,
         InvalidTask,
         LeaseLost,
         PermissionDenied,
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
         SparkWriteError,
         Unavailable,
         UnknownQueue,
+        WaitTimeout,
     )
     from shardq.core.task import Attempt, Task, TaskInfo, TaskResult
     from shardq.flows.canvas import FlowHandle, Graph, Signature, chain, chord, group
@@ -58,6 +62,10 @@ _SOURCES = {
     "DiskFull": "shardq.core.errors",
     "InvalidTask": "shardq.core.errors",
     "LeaseLost": "shardq.core.errors",
+    "ChildDied": "shardq.core.errors",
+    "DurableError": "shardq.core.errors",
+    "EventTimeout": "shardq.core.errors",
+    "WaitTimeout": "shardq.core.errors",
     "PermissionDenied": "shardq.core.errors",
     "SchemaNotReady": "shardq.core.errors",
     "ShardqError": "shardq.core.errors",
@@ -93,6 +101,7 @@ __all__ = [
     "App",
     "AsyncClient",
     "Attempt",
+    "ChildDied",
     "Client",
     "ClientConfig",
     "Clock",
@@ -103,6 +112,8 @@ __all__ = [
     "DatabaseClock",
     "DatabaseError",
     "DiskFull",
+    "DurableError",
+    "EventTimeout",
     "Fail",
     "Flow",
     "FlowHandle",
@@ -128,6 +139,7 @@ __all__ = [
     "TaskResult",
     "Unavailable",
     "UnknownQueue",
+    "WaitTimeout",
     "WorkerInfo",
     "chain",
     "chord",

@@ -7,6 +7,6 @@ WITH done AS (
     USING unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS a(id, lease_token)
     {locate}
     RETURNING t.id, t.queue, t.times_claimed, t.last_claimed_at, t.worker_id, t.flow_id,
-              t.flow_next
+              t.flow_next, t.durable
 ), {acked}
 SELECT count(*) FROM done

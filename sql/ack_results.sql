@@ -11,7 +11,7 @@ WITH done AS (
     USING unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS a(id, lease_token)
     {locate}
     RETURNING t.id, t.queue, t.attempts, t.enqueued_at, t.times_claimed, t.last_claimed_at,
-              t.worker_id, t.flow_id, t.flow_next
+              t.worker_id, t.flow_id, t.flow_next, t.durable
 ), {acked}, kept AS (
     INSERT INTO shardq.results AS r
         (id, queue, value, error, attempts, enqueued_at, finished_at, expires_at, flow_id)

@@ -8,10 +8,14 @@ WITH gone AS (
       AND t.queue = %(queue)s
       AND t.status = 'dead'
       AND t.exec_time <= c.now - %(older_than_s)s::float8 * interval '1 second'
-    RETURNING t.id, t.flow_id, t.flow_next
+    RETURNING t.id, t.flow_id, t.flow_next, t.durable
 ), flow_ended AS (
     SELECT g.flow_id, g.id, 'dropped'::text AS outcome, g.flow_next AS next FROM gone AS g
 ), flowed AS (
     {flow_events_add}
+), steps_ended AS (
+    SELECT g.id FROM gone AS g WHERE g.durable
+), stepped AS (
+    {steps_drop}
 )
 SELECT gone.id FROM gone

@@ -18,10 +18,14 @@ WITH picked AS (
     DELETE FROM shardq.tasks
     WHERE id IN (SELECT id FROM picked)
       AND status = 'available'
-    RETURNING id, flow_id, flow_next
+    RETURNING id, flow_id, flow_next, durable
 ), flow_ended AS (
     SELECT g.flow_id, g.id, 'cancelled'::text AS outcome, g.flow_next AS next FROM gone AS g
 ), flowed AS (
     {flow_events_add}
+), steps_ended AS (
+    SELECT g.id FROM gone AS g WHERE g.durable
+), stepped AS (
+    {steps_drop}
 )
 SELECT gone.id FROM gone

@@ -17,7 +17,7 @@ CREATE TABLE shardq.attempts (
     worker_name text,
     worker_host text,
     worker_pid integer,
-    CONSTRAINT attempts_outcome CHECK ((outcome = ANY (ARRAY['acked'::text, 'failed'::text, 'lease_expired'::text, 'released'::text, 'deferred'::text, 'cancelled'::text, 'dead'::text])))
+    CONSTRAINT attempts_outcome CHECK ((outcome = ANY (ARRAY['acked'::text, 'failed'::text, 'lease_expired'::text, 'released'::text, 'deferred'::text, 'cancelled'::text, 'dead'::text, 'parked'::text])))
 );
 
 CREATE TABLE shardq.flow_events (
@@ -28,6 +28,13 @@ CREATE TABLE shardq.flow_events (
     next uuid[],
     n bigint DEFAULT 1 NOT NULL,
     CONSTRAINT flow_events_outcome_check CHECK ((outcome = ANY (ARRAY['succeeded'::text, 'dead'::text, 'retried'::text, 'dropped'::text, 'cancelled'::text, 'sealed'::text])))
+);
+
+CREATE TABLE shardq.events (
+    name text NOT NULL,
+    payload jsonb,
+    emitted_at timestamp with time zone,
+    expires_at timestamp with time zone NOT NULL
 );
 
 CREATE TABLE shardq.flows (
@@ -44,7 +51,8 @@ CREATE TABLE shardq.flows (
     cancelled_at timestamp with time zone,
     finished_at timestamp with time zone,
     trace_context text,
-    CONSTRAINT flows_kind_check CHECK ((kind = ANY (ARRAY['chain'::text, 'group'::text, 'chord'::text, 'graph'::text, 'batch'::text])))
+    folded bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT flows_kind_check CHECK ((kind = ANY (ARRAY['chain'::text, 'group'::text, 'chord'::text, 'graph'::text, 'batch'::text, 'spawn'::text])))
 );
 
 CREATE TABLE shardq.periodic (
@@ -109,6 +117,18 @@ CREATE TABLE shardq.spark_ledger (
     merged_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
+CREATE TABLE shardq.steps (
+    task_id uuid NOT NULL,
+    name text NOT NULL,
+    kind text NOT NULL,
+    state text NOT NULL,
+    value jsonb,
+    until timestamp with time zone,
+    at timestamp with time zone NOT NULL,
+    CONSTRAINT steps_kind_check CHECK ((kind = ANY (ARRAY['step'::text, 'sleep'::text, 'event'::text, 'spawn'::text, 'wait'::text]))),
+    CONSTRAINT steps_state_check CHECK ((state = ANY (ARRAY['done'::text, 'waiting'::text, 'timed_out'::text])))
+);
+
 CREATE TABLE shardq.throughput (
     queue text NOT NULL,
     period timestamp with time zone NOT NULL,
@@ -146,9 +166,13 @@ CREATE TABLE shardq.tasks (
     flow_next uuid[],
     flow_deps uuid[],
     waits integer,
+    parked text,
+    wait_event text,
+    durable boolean,
     CONSTRAINT tasks_attempts_check CHECK (((attempts >= 0) AND (max_attempts >= 1))),
     CONSTRAINT tasks_head_start_check CHECK ((pending_head_start_s >= 0)),
     CONSTRAINT tasks_key_check CHECK (((key IS NULL) OR ((length(key) >= 1) AND (length(key) <= 512)))),
+    CONSTRAINT tasks_parked_check CHECK ((parked = ANY (ARRAY['sleep'::text, 'event'::text, 'children'::text]))),
     CONSTRAINT tasks_queue_check CHECK (((octet_length(queue) BETWEEN 1 AND 128) AND ("left"(queue, 1) <> ALL (ARRAY['_'::text, '.'::text, ':'::text, '-'::text])) AND (ltrim(textsend(queue), '\x4142434445464748494a4b4c4d4e4f505152535455565758595a6162636465666768696a6b6c6d6e6f707172737475767778797a303132333435363738395f2e3a2d'::bytea) = '\x'::bytea))),
     CONSTRAINT tasks_status_check CHECK ((status = ANY (ARRAY['available'::text, 'locked'::text, 'dead'::text, 'waiting'::text]))),
     CONSTRAINT tasks_task_group_check CHECK (((task_group IS NULL) OR ((length(task_group) >= 1) AND (length(task_group) <= 256))))
@@ -167,6 +191,9 @@ CREATE TABLE shardq.workers (
 
 ALTER TABLE ONLY shardq.attempts
     ADD CONSTRAINT attempts_pkey PRIMARY KEY (task_id, slot);
+
+ALTER TABLE ONLY shardq.events
+    ADD CONSTRAINT events_pkey PRIMARY KEY (name);
 
 ALTER TABLE ONLY shardq.flow_events
     ADD CONSTRAINT flow_events_pkey PRIMARY KEY (flow_id, at, task_id, outcome);
@@ -192,6 +219,9 @@ ALTER TABLE ONLY shardq.spark_ledger
 ALTER TABLE ONLY shardq.tasks
     ADD CONSTRAINT tasks_pkey PRIMARY KEY (bucket, queue, status, exec_time, id);
 
+ALTER TABLE ONLY shardq.steps
+    ADD CONSTRAINT steps_pkey PRIMARY KEY (task_id, name);
+
 ALTER TABLE ONLY shardq.throughput
     ADD CONSTRAINT throughput_pkey PRIMARY KEY (queue, period, slot);
 
@@ -199,6 +229,8 @@ ALTER TABLE ONLY shardq.workers
     ADD CONSTRAINT workers_pkey PRIMARY KEY (id);
 
 CREATE INDEX attempts_ended ON shardq.attempts USING btree (ended_at);
+
+CREATE INDEX events_expiry ON shardq.events USING btree (expires_at);
 
 CREATE INDEX flows_finished ON shardq.flows USING btree (finished_at) WHERE (finished_at IS NOT NULL);
 
@@ -217,6 +249,8 @@ CREATE INDEX tasks_groups_waiting ON shardq.tasks USING btree (queue, task_group
 CREATE INDEX tasks_head_starts ON shardq.tasks USING btree (bucket, exec_time) WHERE (pending_head_start_s > 0);
 
 CREATE INDEX tasks_leases ON shardq.tasks USING btree (bucket, exec_time, id) WHERE (status = 'locked'::text);
+
+CREATE INDEX tasks_parked ON shardq.tasks USING btree (parked, wait_event) WHERE (parked IS NOT NULL);
 
 CREATE UNIQUE INDEX tasks_running_keys ON shardq.tasks USING btree (queue, key) WHERE ((key IS NOT NULL) AND (status = 'locked'::text));
 

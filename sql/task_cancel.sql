@@ -10,7 +10,7 @@ WITH gone AS (
     DELETE FROM shardq.tasks AS t
     WHERE t.id = %(id)s::uuid AND t.status IN ('available', 'locked', 'waiting')
     RETURNING t.id, t.status, t.queue, t.times_claimed, t.last_claimed_at, t.worker_id,
-              t.flow_id, t.flow_next
+              t.flow_id, t.flow_next, t.durable
 ), ended AS (
     SELECT g.id, g.queue, g.times_claimed AS attempt, g.last_claimed_at AS claimed_at,
            g.worker_id, 'cancelled'::text AS outcome, NULL::text AS error
@@ -21,5 +21,9 @@ WITH gone AS (
     SELECT g.flow_id, g.id, 'cancelled'::text AS outcome, g.flow_next AS next FROM gone AS g
 ), flowed AS (
     {flow_events_add}
+), steps_ended AS (
+    SELECT g.id FROM gone AS g WHERE g.durable
+), stepped AS (
+    {steps_drop}
 )
 SELECT gone.status FROM gone

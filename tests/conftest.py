@@ -210,12 +210,13 @@ def client_kind(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def client(dsn: str, client_kind: str, databases: Databases) -> Iterator[shardq.Client]:
-    """A Client on the shared database, its tasks, attempts, workers and flows emptied
+    """A Client on the shared database, its tasks, attempts, workers, flows and durable
+    tasks' checkpoints and events emptied
     before the test (in a module marked
     ``both_clients``, each client in turn)."""
     with psycopg.connect(databases.direct(dsn), autocommit=True) as conn:
         conn.execute("TRUNCATE shardq.tasks, shardq.attempts, shardq.workers, shardq.flows, "
-                     "shardq.flow_events")
+                     "shardq.flow_events, shardq.steps, shardq.events")
     with open_client(client_kind, dsn) as c:
         yield c
 

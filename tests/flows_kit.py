@@ -31,7 +31,8 @@ FLOW_INTERVAL_S = 0.02
 
 
 @contextmanager
-def running(dsn: str, app: shardq.App, *, janitors: int = 1, count: int = 1) -> Iterator[None]:
+def running(dsn: str, app: shardq.App, *, janitors: int = 1, count: int = 1,
+            concurrency: int = 8) -> Iterator[None]:
     """``count`` workers of ``app`` running (each with a flows' resolver when ``janitors``)."""
     started: list[Worker] = []
     try:
@@ -41,7 +42,7 @@ def running(dsn: str, app: shardq.App, *, janitors: int = 1, count: int = 1) -> 
             started.append(Worker(
                 app, ClientConfig(dsn=dsn, flow_interval_s=FLOW_INTERVAL_S, vacuum=False),
                 WorkerConfig(janitors=janitors, listen=False, ack_flush_ms=5, poll_max_ms=20,
-                             concurrency=8)))
+                             concurrency=concurrency)))
             started[-1].start()
         yield
     finally:

@@ -98,6 +98,10 @@ class ClientConfig:
     attempts_retention_s: float = setting(
         7 * DAY_S, "the janitor deletes attempts that ended longer ago than this",
         low=1, high=MAX_DELAY_S, tuning=True)
+    event_keep_s: float = setting(
+        7 * DAY_S, "how long an emitted event is kept for durable tasks that wait for it "
+        "later (ctx.wait_event); the janitor deletes it after", low=1, high=MAX_DELAY_S,
+        tuning=True)
     worker_stale_s: float = setting(
         60.0, "a worker not seen for this long is no longer listed as alive (the janitor "
         "deletes its row); workers refresh theirs every quarter of it",

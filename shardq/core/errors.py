@@ -67,6 +67,31 @@ class LeaseLost(ShardqError):
         super().__init__(f"lease lost for {len(self.task_ids)} task(s): {self.task_ids[:5]}")
 
 
+class DurableError(ShardqError, ValueError):
+    """A durable call that cannot be made as written: its name used twice in one run,
+    a name whose checkpoint is of another kind of call, a value that is not JSON, a
+    wait for a task that is not this task's child, or a durable call outside a worker."""
+
+
+class WaitTimeout(ShardqError):
+    """A durable wait (``ctx.wait``) reached its timeout first.  Checkpointed: a replay
+    of the task raises it again at the same call."""
+
+
+class EventTimeout(WaitTimeout):
+    """``ctx.wait_event`` reached its timeout before the event was emitted."""
+
+
+class ChildDied(ShardqError):
+    """A child a durable task waits for (``ctx.wait``) died, or ended without a result
+    (it was cancelled, or its result expired).  ``child_id`` names it, and the message
+    carries its error."""
+
+    def __init__(self, child_id: UUID, error: str) -> None:
+        self.child_id = child_id
+        super().__init__(f"child task {child_id} {error}")
+
+
 class SparkWriteError(ShardqError):
     """A Spark job writing tasks (:func:`shardq.spark.write_tasks`) failed.
 

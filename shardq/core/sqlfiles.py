@@ -79,6 +79,7 @@ FRAGMENTS = {
     "rescue_ended": "rescue_ended",
     "flow_events_add": "flow_events_add",
     "flow_notify": "flow_notify",
+    "steps_drop": "steps_drop",
 }
 
 

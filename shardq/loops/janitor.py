@@ -20,7 +20,7 @@ from shardq.core.errors import InvalidTask
 from shardq.core.loop import Loop
 from shardq.core.statements import Statements
 from shardq.loops import resolver
-from shardq.ops import attempts, history, workers
+from shardq.ops import attempts, durable, history, workers
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,9 @@ class JanitorReport:
     """Flows that ended in the pass: no task left."""
     expired_flows: int = 0
     """Flows deleted because they ended longer ago than their ``keep_result_s``."""
+    expired_events: int = 0
+    """Durable tasks' events deleted: emitted longer ago than ``event_keep_s``, or
+    written by a park whose deadline passed (see :mod:`shardq.ops.durable`)."""
 
     def __add__(self, other: JanitorReport) -> JanitorReport:
         return JanitorReport(*(a + b for a, b in zip(astuple(self), astuple(other),
@@ -118,13 +121,24 @@ def janitor_pass(st: Statements, *, prune: bool = True) -> JanitorReport:
     report += JanitorReport(flow_events=folded.events, flow_released=folded.released,
                             flow_cancelled=folded.cancelled, flows_finished=folded.finished)
     if prune:
-        report += JanitorReport(expired_flows=resolver.purge(st, st.config.janitor_batch))
+        report += JanitorReport(expired_flows=resolver.purge(st, st.config.janitor_batch),
+                                expired_events=_events(st))
     if prune:
         # Workers are forgotten last: the rescues above still copied the names of the
         # dead ones into the attempts they ended.
         report += JanitorReport(expired_attempts=st.perform(attempts.purge(st)),
                                 stale_workers=st.perform(workers.prune(st)))
     return report
+
+
+def _events(st: Statements) -> int:
+    """Delete expired events in bounded batches; how many."""
+    limit, purged = st.config.janitor_batch, 0
+    while True:
+        n = st.perform(durable.purge_events(st, limit))
+        purged += n
+        if n < limit:
+            return purged
 
 
 class HasStatements(Protocol):

@@ -21,6 +21,10 @@ whichever resolvers run, whatever replies are lost, whichever process dies: a fo
 that did not commit left them all in place.  Acks only insert: a chord's members never
 wait for one another's locks, however many finish at once.
 
+The children a durable task spawns (``ctx.spawn``) are a flow of kind ``spawn`` whose
+id is the task's: a fold of their events wakes the task if it is parked on them
+(``parents_wake``), to look at them again.
+
 A batch's callback (:meth:`shardq.Client.enqueue_many` with ``on_complete``) waits for
 every member to end, whatever its outcome: there a member that died counts down too,
 one retried from the dead letters before the callback ran counts up again, and one
@@ -63,6 +67,8 @@ class FoldReport:
     """Flows that ended: no task left."""
     flows: int = 0
     """Flows whose events were folded in."""
+    woken: int = 0
+    """Durable tasks parked on their children, woken to look at them again."""
 
     def __add__(self, other: FoldReport) -> FoldReport:
         return FoldReport(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
@@ -83,6 +89,7 @@ def _fold(st: Statements) -> Steps[FoldReport]:
     if not locked:
         return FoldReport()
     batch = {row[0] for row in locked if row[1] == "batch"}
+    spawned = {row[0] for row in locked if row[1] == "spawn"}
     events = yield st.fetch(st.query("flow_take", EVENTS_PER_FOLD),
                             {"flows": [row[0] for row in locked]})
     events.sort(key=lambda e: (e[0], e[1], _ORDER.get(e[3], 2)))
@@ -108,7 +115,8 @@ def _fold(st: Statements) -> Steps[FoldReport]:
     yield st.execute("flow_count", {
         "flows": flows, "succeeded": [counts[f]["succeeded"] for f in flows],
         "dead": [counts[f]["dead"] - counts[f]["retried"] for f in flows],
-        "cancelled": [counts[f]["cancelled"] for f in flows]})
+        "cancelled": [counts[f]["cancelled"] for f in flows],
+        "folded": [counts[f].total() for f in flows]})
     if doomed:
         cancelled = (yield st.fetch("flow_cancel_children", {"ids": doomed}))[0][0]
         report += FoldReport(cancelled=cancelled)
@@ -118,8 +126,19 @@ def _fold(st: Statements) -> Steps[FoldReport]:
                                                    "counts": [n for _, n in moved],
                                                    "notify": st.config.notify})
         report += FoldReport(released=sum(row[1] for row in released))
+    report += yield from _wake_parents(st, [f for f in flows if f in spawned])
     finished = yield st.fetch("flow_finish", {"flows": flows})
     return report + FoldReport(finished=len(finished))
+
+
+def _wake_parents(st: Statements, parents: list[UUID]) -> Steps[FoldReport]:
+    """Wake the durable tasks whose children's events were folded in, to look at them
+    again (a spawn flow's id is its parent's).  The fold holds these flows' locks, which
+    a parent that parks takes (sql/park_many.sql), so none parks unseen meanwhile."""
+    if not parents:
+        return FoldReport()
+    woken = yield st.fetch("parents_wake", {"ids": parents, "notify": st.config.notify})
+    return FoldReport(woken=sum(row[1] for row in woken))
 
 
 def resolve(st: Statements) -> FoldReport:

@@ -164,7 +164,7 @@ def _write(st: Statements, flow: dict[str, Any], ids: list[TaskId],
     rest = [i for i in range(len(rows)) if i not in copied]
     for start in range(0, len(rest), INSERT_ROWS):
         chunk = rest[start:start + INSERT_ROWS]
-        yield st.fetch("flow_insert", _arrays(flow["flow_id"], [ids[i] for i in chunk],
+        yield st.fetch("flow_insert", arrays(flow["flow_id"], [ids[i] for i in chunk],
                                               [rows[i] for i in chunk], p))
 
 
@@ -189,8 +189,10 @@ def _copy(st: Statements, flow_id: UUID, ids: list[TaskId], rows: list[dict[str,
                                   flow=produce.FlowLink(flow_id, r["next"]))
 
 
-def _arrays(flow_id: UUID, ids: Sequence[UUID], rows: list[dict[str, Any]],
-            p: dict[str, Any]) -> dict[str, Any]:
+def arrays(flow_id: UUID, ids: Sequence[UUID], rows: list[dict[str, Any]],
+           p: dict[str, Any]) -> dict[str, Any]:
+    """flow_insert's parameters: ``rows`` (from :func:`task_row`, with ``next``, ``deps``
+    and ``waits``) as parallel arrays, their ids ``ids``, in flow ``flow_id``."""
     return {"flow_id": flow_id, "ids": list(ids), "queues": [r["queue"] for r in rows],
             "payloads": [produce.jsonb(r["payload"]) for r in rows],
             "delays_s": [r["delay_s"] for r in rows], "run_ats": [r["run_at"] for r in rows],

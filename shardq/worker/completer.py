@@ -18,7 +18,8 @@ from shardq.core import tracing
 from shardq.core.errors import ConnectionLost, DiskFull, LeaseLost, ShardqError, Unavailable
 from shardq.core.loop import Loop
 from shardq.core.task import Task
-from shardq.ops import settle
+from shardq.ops import durable, settle
+from shardq.ops.durable import Parking
 from shardq.ops.results import Kept
 from shardq.worker.metrics import Metrics
 
@@ -28,7 +29,8 @@ log = logging.getLogger("shardq.worker")
 @dataclass(slots=True)  # one per task: a frozen dataclass took four times as long to make
 class Outcome:
     """What became of one run: ``ack`` (with the result to keep, if its handler keeps
-    results), or a failure with its error and retry wishes."""
+    results), a park (a durable call waits), or a failure with its error and retry
+    wishes."""
 
     task: Task
     ok: bool
@@ -36,6 +38,7 @@ class Outcome:
     retry_in_s: float | None = None
     dead: bool = False
     kept: Kept | None = None
+    park: Parking | None = None
 
 
 class Completer(Loop[int]):
@@ -93,7 +96,9 @@ class Completer(Loop[int]):
                 if len(kept) < len(chunk):  # rare: compare only then (the same objects)
                     held = {id(t) for t in kept}
                     chunk_kept = [o for o in chunk if id(o.task) in held]
-                self._write([o for o in chunk_kept if o.ok], [o for o in chunk_kept if not o.ok])
+                self._write([o for o in chunk_kept if o.ok],
+                            [o for o in chunk_kept if not o.ok and o.park is None],
+                            [o for o in chunk_kept if o.park is not None])
             finally:
                 self._writing -= len(chunk)
                 # Claimers held back by the lag may go on; these tasks' capacity slots,
@@ -105,7 +110,12 @@ class Completer(Loop[int]):
         """Flush again at once while outcomes keep arriving in full batches."""
         return 0 if len(self._pending) >= self.batch else self.interval_s
 
-    def _write(self, acks: list[Outcome], fails: list[Outcome]) -> None:
+    def _write(self, acks: list[Outcome], fails: list[Outcome], parks: list[Outcome]) -> None:
+        if parks:
+            self._settle(parks, self._park, "park")
+            for o in parks:
+                if o.park is not None:
+                    self.metrics.parked.labels(o.task.queue, o.park.reason).inc()
         if acks:
             self._settle(acks, self._ack, "ack")
             queue = acks[0].task.queue
@@ -124,6 +134,14 @@ class Completer(Loop[int]):
         # Results are written by the ack itself (a batch without any: the plain ack).
         self.client.perform(settle.ack(self.client.statements, [o.task for o in outcomes],
                                        [o.kept for o in outcomes]))
+
+    def _park(self, outcomes: list[Outcome]) -> None:
+        parkings = [o.park for o in outcomes if o.park is not None]
+        parked = self.client.perform(durable.park(self.client.statements,
+                                                  [o.task for o in outcomes], parkings))
+        if len(parked) < len(outcomes):
+            held = {task_id for task_id, _due in parked}
+            raise LeaseLost([o.task.id for o in outcomes if o.task.id not in held])
 
     def _nack(self, outcomes: list[Outcome]) -> None:
         self.client.nack_many([o.task for o in outcomes], [o.error for o in outcomes],

@@ -160,9 +160,11 @@ class LoopSlots(Slots):
         """Run the handler: a coroutine handler here, cancelled if the lease is lost; a
         plain function in the pool, with this slot's context (the task bound)."""
         payload = context.task.payload
+        context.client = self.app.client  # for its durable calls
         if not handler.is_async:
             run = contextvars.copy_context().run
             return await self.loop.run_in_executor(self._pool, run, handler.call, payload)
+        context.is_async = True
         coroutine = handler.call(payload)
         context.on_lose = lambda: self._poke_cancel(me, context)
         try:

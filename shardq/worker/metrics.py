@@ -65,6 +65,9 @@ class Metrics:
                               ["queue"], registry=r)
         self.dead = Counter("shardq_tasks_dead", "Tasks sent to the dead letters", ["queue"],
                             registry=r)
+        self.parked = Counter("shardq_tasks_parks", "Durable tasks parked (a sleep, an event "
+                              "or children to wait for): not an attempt", ["queue", "reason"],
+                              registry=r)
         self.lease_lost = Counter("shardq_lease_lost", "Tasks whose lease was lost while held",
                                   ["queue"], registry=r)
         self.durations = Durations("shardq_handler_seconds", "Handler run time", registry=r)

@@ -16,6 +16,7 @@ from shardq.core import tracing
 from shardq.core.lograte import RateLimit
 from shardq.core.task import Task
 from shardq.core.validate import error_text, writable
+from shardq.durable import Park
 from shardq.handler import Fail, Retry
 from shardq.ops.results import NOT_KEPT, Encoded, Kept, encode
 from shardq.worker import isolation
@@ -110,11 +111,14 @@ class Outcomes:
         return Outcome(task, ok=True, kept=kept)
 
     def failed(self, task: Task, exc: BaseException) -> Outcome:
-        """The outcome of a run that raised: a retry when asked (``Retry``), dead at once
-        (``Fail``), else a failure that the backoff retries.  ``KeyboardInterrupt`` and
+        """The outcome of a run that raised: a park when a durable call waits (``Park``),
+        a retry when asked (``Retry``), dead at once (``Fail``), else a failure that the
+        backoff retries.  ``KeyboardInterrupt`` and
         ``SystemExit`` are not a handler's failure: they propagate."""
         if isinstance(exc, KeyboardInterrupt | SystemExit):
             raise exc
+        if isinstance(exc, Park):  # a durable call waits: not a failure
+            return Outcome(task, ok=False, park=exc.parking)
         tracing.failed(exc)
         if isinstance(exc, Retry):
             return Outcome(task, ok=False, error=error_text(str(exc)), retry_in_s=exc.in_s)

@@ -8,10 +8,14 @@ WITH gone AS (
       AND exec_time <= coalesce(%(now)s::timestamptz, now())
                        - %(dead_retention_s)s::float8 * interval '1 second'
     LIMIT {limit}
-    RETURNING id, flow_id, flow_next
+    RETURNING id, flow_id, flow_next, durable
 ), flow_ended AS (
     SELECT g.flow_id, g.id, 'dropped'::text AS outcome, g.flow_next AS next FROM gone AS g
 ), flowed AS (
     {flow_events_add}
+), steps_ended AS (
+    SELECT g.id FROM gone AS g WHERE g.durable
+), stepped AS (
+    {steps_drop}
 )
 SELECT gone.id, 'purged' FROM gone

@@ -26,10 +26,14 @@ WITH RECURSIVE queues AS (
 ), gone AS (
     DELETE FROM shardq.tasks
     WHERE ctid = ANY(ARRAY(SELECT ctid FROM doomed))
-    RETURNING id, flow_id, flow_next
+    RETURNING id, flow_id, flow_next, durable
 ), flow_ended AS (
     SELECT g.flow_id, g.id, 'dropped'::text AS outcome, g.flow_next AS next FROM gone AS g
 ), flowed AS (
     {flow_events_add}
+), steps_ended AS (
+    SELECT g.id FROM gone AS g WHERE g.durable
+), stepped AS (
+    {steps_drop}
 )
 SELECT gone.id, 'purged' FROM gone
