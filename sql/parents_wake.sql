@@ -8,7 +8,9 @@ WITH woken AS (
     UPDATE shardq.tasks AS t SET exec_time = c.now
     FROM (SELECT coalesce(%(now)s::timestamptz, now()) AS now) AS c
     WHERE t.id = ANY(%(ids)s::uuid[])
-      AND t.parked = 'children'
+      -- Not a condition tasks_parked could serve: probing tasks_ids for these ids is
+      -- cheaper than reading every parent's entry there (the planner ANDed the two).
+      AND coalesce(t.parked, '') = 'children'
       AND t.status = 'available'
       AND t.exec_time > c.now
     RETURNING t.queue

@@ -1,7 +1,7 @@
 -- Park durable tasks (shardq.worker.durable): each gives back its claim without
 -- penalty (the attempt the claim counted is taken back, and the attempt is recorded
 -- as parked, with what it waits for) and stands in line at its wake-up time (a
--- sleep's end, a wait's deadline, 'infinity' without one): 'available' beyond every
+-- sleep's end, a wait's deadline, the year 9999 without one: shardq.ops.durable.NEVER): 'available' beyond every
 -- claim's range until then, so it holds no slot, lease or connection meanwhile.
 -- Fenced by each lease token, which stays on the row (see nack_many).
 -- A wake-up is never missed:

@@ -6,13 +6,17 @@
 -- Returns whether the lease was held, whether this statement wrote the checkpoint, and
 -- the checkpoint as stored now, which after a
 -- lost reply (or beside another run of the task) is what the first write wrote.
+-- The task is found by its id (tasks_ids) in a subquery with LIMIT, which the planner
+-- neither flattens nor turns into a read of the partial index of locked tasks (see
+-- locate).
 WITH owner AS (
-    SELECT t.id, t.durable FROM shardq.tasks AS t
-    WHERE t.id = %(id)s::uuid AND t.status = 'locked' AND t.lease_token = %(token)s::uuid
+    SELECT r.id, r.durable
+    FROM (SELECT t.id, t.durable, t.status, t.lease_token FROM shardq.tasks AS t
+          WHERE t.id = %(id)s::uuid LIMIT 1) AS r
+    WHERE r.status = 'locked' AND r.lease_token = %(token)s::uuid
 ), marked AS (
     UPDATE shardq.tasks AS t SET durable = true
     WHERE t.id = ANY(ARRAY(SELECT o.id FROM owner AS o WHERE o.durable IS NOT TRUE))
-      AND t.status = 'locked' AND t.lease_token = %(token)s::uuid
     RETURNING t.id
 ), saved AS (
     INSERT INTO shardq.steps AS s (task_id, name, kind, state, value, until, at)

@@ -134,6 +134,17 @@ CRDB_QUERIES = (
     "flow_release",
     "flow_seal",
     "flow_take",
+    # durable tasks (shardq.ops.durable, shardq.durable)
+    "children_state",
+    "event_emit",
+    "event_get",
+    "event_wake",
+    "events_purge",
+    "park_many",
+    "parents_wake",
+    "spawn_flow",
+    "step_save",
+    "steps_load",
 )
 # Pieces spliced into other queries: the backoff expression, the placement rule and its
 # row sources, and the coalescing insert.
@@ -150,7 +161,9 @@ FRAGMENTS = ("backoff", "batch_notify", "placement", "placement_params", "rows_u
              # per-attempt history (shardq.ops.attempts)
              "attempts_add", "rescue_ended", "acked",
              # task graphs: the event a terminal statement writes, the release's wake-up
-             "flow_events_add", "flow_notify")
+             "flow_events_add", "flow_notify",
+             # durable tasks: the checkpoints a terminal statement deletes
+             "steps_drop")
 # Binary COPY (CockroachDB batches go through enqueue_many) and NOTIFY; keyed tasks'
 # requeue statements, which modify the table twice in one statement, live in
 # sql/postgresql/ only.
@@ -167,8 +180,9 @@ POSTGRESQL_ONLY_REVISIONS = ("0008->0009", "0013->0014", "0014->0015")
 # run again whole.  0024: the workers table, tasks.worker_id, the attempts table and its
 # retention index.  0026 (flows): tasks' four flow columns, the status check replaced,
 # tasks_flows, the flows table and flows_finished, flow_events, results.flow_id and
-# results_flows.
-MULTI_STATEMENT_REVISIONS = {"0024": 4, "0026": 8}
+# results_flows.  0027 (durable tasks): tasks' three columns, their check, tasks_parked,
+# the steps and events tables, events_expiry, flows.folded, and two checks replaced.
+MULTI_STATEMENT_REVISIONS = {"0024": 4, "0026": 8, "0027": 9}
 NOT_QUERIES = ("schema",)  # the PostgreSQL schema snapshot, never run by the Client
 # The stats' page sample (TABLESAMPLE, ctid): PostgreSQL only, where task ids are
 # time-ordered (Dialect.ordered_ids); CockroachDB samples the smallest ids (stats_sample).
@@ -569,6 +583,8 @@ CLAUSES = {"claim_where": AS_CONDITION, "rescue_where": AS_CONDITION,
            "claim_slots_taken": AS_SET_LIST, "holders_queue": AS_CONDITION,
            "holders_group": AS_CONDITION, "acked": AS_CTES,
            "flow_notify": AS_EXPRESSION}
+AS_STEPS_DROP = sql.SQL("WITH steps_ended AS (SELECT NULL::uuid AS id), stepped AS ({}) "
+                        "SELECT 1")
 AS_FLOW_EVENTS = sql.SQL("WITH flow_ended AS (SELECT NULL::uuid AS flow_id, NULL::uuid AS id, "
                          "NULL::text AS outcome, NULL::uuid[] AS next) {}")
 
@@ -585,6 +601,8 @@ def test_crdb_query_parses_as_one_statement(pglast: Any, name: str) -> None:
         wrapper = CLAUSES[name]
     elif name == "flow_events_add":  # an INSERT over the CTE flow_ended of its statement
         wrapper = AS_FLOW_EVENTS
+    elif name == "steps_drop":  # a DELETE over the CTE steps_ended of its statement
+        wrapper = AS_STEPS_DROP
     elif name in ("flow_take", "flow_purge"):  # DELETE ... ORDER BY ... LIMIT: CockroachDB's
         text = re.sub(r"\bORDER BY [\w, ]+\s+LIMIT \d+\b", "", text)
     elif name in ("janitor_purge_dead", "janitor_results", "janitor_attempts"):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -30,6 +30,9 @@ from shardq.flows.canvas import Signature
 from shardq.flows.nodes import Node
 from shardq.ops import graphs, produce
 
+NEVER = datetime(9999, 1, 1, tzinfo=UTC)
+"""The wake-up time of a task parked without a deadline: beyond every claim's range,
+and a time Python can read back (PostgreSQL's 'infinity' is not)."""
 MAX_EVENT_NAME = 512
 MAX_EMITTED = 10_000  # events one emit call writes at most
 
@@ -166,7 +169,7 @@ def park(st: Statements, tasks: Sequence[Task],
     the answer had lost its lease."""
     values = st.params(
         ids=[t.id for t in tasks], tokens=[t.lease_token for t in tasks],
-        untils=[p.until if p.until is not None else "infinity" for p in parkings],
+        untils=[p.until if p.until is not None else NEVER for p in parkings],
         reasons=[p.reason for p in parkings], events=[p.event for p in parkings],
         seen=[p.seen for p in parkings], notes=[p.note for p in parkings],
         event_keep_s=st.config.event_keep_s)
