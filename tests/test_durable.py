@@ -59,7 +59,7 @@ def sleeper(seconds: float) -> str:
     before = ctx.step("before", ran, "sleeper:before", "x")
     ctx.sleep("nap", seconds)
     after = ctx.step("after", ran, "sleeper:after", "y")
-    return before + after
+    return str(before) + str(after)
 
 
 @app.task(queue=QUEUE, keep_result_s=600)
@@ -98,7 +98,7 @@ async def async_durable(event: str) -> Any:
 
     async def twice(x: int) -> int:
         await asyncio.sleep(0)
-        return ran("async:twice", 2 * x)
+        return int(ran("async:twice", 2 * x))
 
     a = await ctx.step("a", twice, 21)
     await ctx.sleep("nap", 0.2)
@@ -188,7 +188,9 @@ def test_a_name_used_twice_fails_the_task(dsn: str,
     with running(dsn, app):
         wait_for(lambda: blocking.get(task_id).status == "dead", timeout=30,  # type: ignore
                  what="the task to die")
-    error = blocking.get(task_id).last_error  # type: ignore[union-attr]
+    info = blocking.get(task_id)
+    assert info is not None
+    error = str(info.last_error)
     assert "DurableError" in error
     assert "'same' is used twice" in error
 

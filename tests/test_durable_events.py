@@ -39,7 +39,8 @@ def park_on(client: Any, event: str, until: datetime | None = None) -> shardq.Ta
     st = client.statements
     parked = st.perform(durable.park(st, [task], [Parking("event", until, event=event)]))
     assert [i for i, _due in parked] == [task.id]
-    return task
+    claimed: shardq.Task = task
+    return claimed
 
 
 def test_the_first_emit_wins_and_an_emit_is_idempotent(client: Any,
