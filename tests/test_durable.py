@@ -203,3 +203,59 @@ def test_steps_are_deleted_when_the_task_succeeds(dsn: str,
     with psycopg.connect(dsn) as conn:
         assert conn.execute("SELECT count(*) FROM shardq.steps WHERE task_id = %s",
                             (task_id,)).fetchone() == (0,)
+
+
+@app.task(queue="durable-limited", keep_result_s=600)
+def limited_sleeper() -> str:
+    ctx = shardq.current()
+    ctx.step("before", ran, "limited:before")
+    ctx.sleep("nap", 1.5)
+    return "woke"
+
+
+@app.task(queue="durable-limited", keep_result_s=600)
+def limited_quick(i: int) -> int:
+    ran("limited:quick")
+    return i
+
+
+def test_a_parked_task_holds_no_running_limit_slot(dsn: str, blocking: shardq.Client) -> None:
+    """With max_running=1, the tasks behind a sleeping durable task run meanwhile."""
+    blocking.set_limits("durable-limited", max_running=1, create=True)
+    sleeping = limited_sleeper.enqueue()
+    with running(dsn, app):
+        wait_for(lambda: _ran["limited:before"] == 1, timeout=30, what="the sleeper to start")
+        for i in range(10):
+            limited_quick.enqueue(i)
+        wait_for(lambda: _ran["limited:quick"] == 10, timeout=30,
+                 what="ten tasks past the sleeper's slot")
+        assert blocking.result(sleeping).status != "succeeded"
+        assert blocking.result(sleeping, wait_s=60).value == "woke"
+    outcomes = [a.outcome for a in blocking.attempts(sleeping)]
+    assert outcomes == ["parked", "acked"]  # the park is on record, and counts no attempt
+    info = blocking.get(sleeping)
+    assert info is None or info.attempts <= 1
+
+
+_fail_once = {"dead-then-retried": True}
+
+
+@app.task(queue=QUEUE, keep_result_s=600, max_attempts=1)
+def dies_after_a_step() -> int:
+    ctx = shardq.current()
+    value = int(ctx.step("expensive", ran, "dies:expensive", 7))
+    if _fail_once.pop("dead-then-retried", False):
+        raise shardq.Fail("a dependency is down")
+    return value + 1
+
+
+def test_a_dead_durable_task_retried_from_the_dead_letters_resumes(
+        dsn: str, blocking: shardq.Client) -> None:
+    _fail_once["dead-then-retried"] = True
+    task_id = dies_after_a_step.enqueue()
+    with running(dsn, app):
+        wait_for(lambda: getattr(blocking.get(task_id), "status", None) == "dead",
+                 timeout=30, what="the task to die")
+        assert blocking.retry_dead([task_id]) == [task_id]
+        assert blocking.result(task_id, wait_s=60).value == 8
+    assert _ran["dies:expensive"] == 1  # its checkpoint outlived its death

@@ -21,7 +21,7 @@ LAYERS = [
     {"core"},
     {"maths", "flows"},
     {"ops"},
-    {"loops", "text"},
+    {"loops", "text", "durable"},
     {"api", "client", "aclient", "app", "taskfunction", "handler"},
     {"worker"},
     {"cli", "web", "spark", "contrib", "__main__"},

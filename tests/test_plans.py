@@ -261,7 +261,10 @@ def test_settling_a_batch_probes_each_task(stale: psycopg.Connection[Any], name:
     plan = list(nodes(row[0][0]["Plan"]))
     kinds = [n["Node Type"] for n in plan]
     assert "Seq Scan" not in kinds
-    assert "Bitmap Heap Scan" not in kinds
+    # A durable task's checkpoints, deleted with it, may be found through a bitmap of
+    # their key (steps_drop): the tasks never are.
+    assert not [n for n in plan if n["Node Type"] == "Bitmap Heap Scan"
+                and n.get("Relation Name") != "steps"], kinds
     assert "Hash Join" not in kinds
     probes = [n for n in plan if n.get("Relation Name") == "tasks"
               and n["Node Type"] in ("Index Scan", "Index Only Scan")]
@@ -419,7 +422,8 @@ def test_an_ack_keeping_results_probes_each_task(stale: psycopg.Connection[Any])
     plan = explain(stale, composed(stale, "ack_results", None), params)
     kinds = [n["Node Type"] for n in plan]
     assert "Seq Scan" not in kinds, kinds
-    assert "Bitmap Heap Scan" not in kinds, kinds
+    assert not [n for n in plan if n["Node Type"] == "Bitmap Heap Scan"
+                and n.get("Relation Name") != "steps"], kinds  # as above
     probes = [n for n in plan if n.get("Relation Name") == "tasks"
               and n["Node Type"] in ("Index Scan", "Index Only Scan")]
     assert probes

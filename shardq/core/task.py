@@ -99,7 +99,9 @@ class Attempt:
 
     ``outcome`` is one of ``acked``, ``failed``, ``lease_expired``, ``released``,
     ``deferred``, ``cancelled``, ``dead`` (it failed, or its lease expired, and the task
-    is dead), or ``running`` for the attempt under way.  A task that succeeded at its
+    is dead), ``parked`` (a durable call waits: the claim is given back and counts as
+    no attempt, ``error`` says what it waits for, and the next claim is the task woken),
+    or ``running`` for the attempt under way.  A task that succeeded at its
     first attempt has none recorded.  The worker's name, host and pid are those it had
     when the attempt ended (None for a claim made outside a worker).
     """
