@@ -131,7 +131,8 @@ def test_a_step_runs_once_across_a_retry(blocking: shardq.Client,
 
 
 def test_a_sleep_holds_no_slot(dsn: str, blocking: shardq.Client) -> None:
-    sleeping = sleeper.enqueue(2.0)
+    """With one handler slot, a task sleeping 3 s lets 50 others run, then finishes."""
+    sleeping = sleeper.enqueue(3.0)
     with running(dsn, app, concurrency=1):
         wait_for(lambda: _ran["sleeper:before"] == 1, timeout=30, what="the sleeper to start")
         others = [quick.enqueue(i) for i in range(50)]

@@ -41,16 +41,23 @@ class Outcome:
     park: Parking | None = None
 
 
+def _due_at(park: Parking) -> float:
+    """When a parked task comes due, as Unix time (a park without a deadline: never)."""
+    return (park.until or durable.NEVER).timestamp()
+
+
 class Completer(Loop[int]):
     """Buffers outcomes and writes them in batches; ``run_once`` flushes and returns the count."""
 
     def __init__(self, client: Client, metrics: Metrics, *, batch: int, flush_ms: int,
                  release: Callable[[list[Task]], list[Task]],
                  written: Callable[[list[Task]], None] = lambda tasks: None,
-                 urgent: Callable[[Task], bool] = lambda task: False) -> None:
+                 urgent: Callable[[Task], bool] = lambda task: False,
+                 parked: Callable[[list[tuple[str, int, float | None]]], None] = (
+                     lambda parks: None)) -> None:
         super().__init__("shardq-completer", flush_ms / 1000)
         self.client, self.metrics, self.batch, self.written = client, metrics, batch, written
-        self.urgent = urgent
+        self.urgent, self.parked = urgent, parked
         self.release = release
         # Handler threads add, the flusher takes: a deque's append, popleft and len are
         # each atomic, so no lock is taken for every task (four handler threads on two
@@ -96,9 +103,12 @@ class Completer(Loop[int]):
                 if len(kept) < len(chunk):  # rare: compare only then (the same objects)
                     held = {id(t) for t in kept}
                     chunk_kept = [o for o in chunk if id(o.task) in held]
-                self._write([o for o in chunk_kept if o.ok],
-                            [o for o in chunk_kept if not o.ok and o.park is None],
-                            [o for o in chunk_kept if o.park is not None])
+                acks: list[Outcome] = []
+                fails: list[Outcome] = []
+                parks: list[Outcome] = []
+                for o in chunk_kept:  # one pass: this runs for every task
+                    (acks if o.ok else fails if o.park is None else parks).append(o)
+                self._write(acks, fails, parks)
             finally:
                 self._writing -= len(chunk)
                 # Claimers held back by the lag may go on; these tasks' capacity slots,
@@ -137,11 +147,15 @@ class Completer(Loop[int]):
 
     def _park(self, outcomes: list[Outcome]) -> None:
         parkings = [o.park for o in outcomes if o.park is not None]
-        parked = self.client.perform(durable.park(self.client.statements,
-                                                  [o.task for o in outcomes], parkings))
+        rows = self.client.perform(durable.park(self.client.statements,
+                                                [o.task for o in outcomes], parkings))
+        parked = dict(rows)
+        # When each comes due (now: what it waits for came meanwhile), for a wake-up call.
+        self.parked([(o.task.queue, o.task.bucket,
+                      None if parked[o.task.id] else _due_at(o.park))
+                     for o in outcomes if o.task.id in parked and o.park is not None])
         if len(parked) < len(outcomes):
-            held = {task_id for task_id, _due in parked}
-            raise LeaseLost([o.task.id for o in outcomes if o.task.id not in held])
+            raise LeaseLost([o.task.id for o in outcomes if o.task.id not in parked])
 
     def _nack(self, outcomes: list[Outcome]) -> None:
         self.client.nack_many([o.task for o in outcomes], [o.error for o in outcomes],

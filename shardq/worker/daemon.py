@@ -31,6 +31,7 @@ from shardq.core.validate import queue_name
 from shardq.handler import Context
 from shardq.loops.periodic import PeriodicLoop, register
 from shardq.loops.vacuum import Vacuumer
+from shardq.worker.alarms import Alarms
 from shardq.worker.buffer import Buffer
 from shardq.worker.claimer import Claimer, ClaimSizes, Schedule
 from shardq.worker.completer import Completer, Outcome
@@ -80,6 +81,8 @@ class Worker:
         # round within milliseconds, less than a claim can take when they all want the GIL.
         self.capacity = max(2 * config.batch, 2 * config.concurrency)
         self.buffer = Buffer()
+        # Wake-up calls for the tasks this worker parks, when each comes due.
+        self.alarms = Alarms(self._heard)
         # Who runs the tasks, in shardq.workers and in every attempt's record.
         self.presence = Presence(self.client, queues, config.worker_name)
         # Each task keeps its own lease; the heartbeat ticks for the shortest, and
@@ -89,7 +92,8 @@ class Worker:
                                   beat_every_s=self.presence.every_s)
         self.completer = Completer(self.client, self.metrics, batch=config.ack_batch,
                                    flush_ms=config.ack_flush_ms, release=self.keeper.let_go,
-                                   written=self._written, urgent=self._awaited)
+                                   written=self._written, urgent=self._awaited,
+                                   parked=self.alarms.parked)
         # Coroutine handlers run as coroutines on one event loop, with no thread per slot;
         # an app of plain functions only has no loop at all (see shardq.worker.slots).
         kind: type[Slots] = LoopSlots if any(h.is_async for h in app.handlers()) else ThreadSlots
@@ -233,6 +237,7 @@ class Worker:
         self.slots.start()
         for claimer in self.claimers:
             claimer.start()
+        self.alarms.start()
         if self.listener:
             self.listener.start()
         log.info("consuming %s with %d claimers and %d handler slots on %d buckets",
@@ -261,6 +266,7 @@ class Worker:
 
         if self.listener:
             self.listener.stop(0)  # it ends within a second; waited for last
+        self.alarms.stop(0)
         for claimer in self.claimers:
             claimer.stop(left(handlers_end))
         self.slots.close()

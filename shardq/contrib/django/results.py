@@ -39,8 +39,9 @@ TRACEBACK = "Traceback (most recent call last):"
 # module left out for built-in exceptions.
 EXCEPTION_LINE = re.compile(r"([A-Za-z_][\w.]*)(?::|$)")
 UNNAMED = "builtins.Exception"  # the class of an error whose text names none
-# Attempts that gave their attempt back (the task's count of attempts leaves them out).
-GIVEN_BACK = frozenset({"released", "deferred"})
+# Attempts that gave their attempt back (the task's count of attempts leaves them out):
+# released, deferred, and parked by a durable call that waits.
+GIVEN_BACK = frozenset({"released", "deferred", "parked"})
 
 
 @dataclass(frozen=True)
