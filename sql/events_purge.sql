@@ -1,6 +1,6 @@
 -- Retention: delete a bounded batch of events that expired (events_expiry): an
--- emitted event keeps the time it was given, a row written by a park lasts until
--- the park's deadline, and one emitted after that lasts as long as any.
+-- emitted event event_keep_s after its emit, a row written by a park (no payload)
+-- event_keep_s after the latest deadline of the parks on it.
 DELETE FROM shardq.events
 WHERE name = ANY(ARRAY(
     SELECT e.name FROM shardq.events AS e

@@ -31,6 +31,7 @@ from shardq.core.boundary import Layout, normalize_dsn
 from shardq.core.db import read_layout
 from shardq.core.dialect import COCKROACHDB
 from shardq.loops.resolver import resolve
+from tests import durable_kit
 from tests.helpers import ack_keeping, claim_all, in_threads, scalar, with_dbname
 
 CRDB_DSN = os.environ.get("SHARDQ_TEST_CRDB_DSN", "")
@@ -481,3 +482,12 @@ def test_a_flow_cancelled_and_a_dead_task_dropped(client: shardq.Client) -> None
     assert flow.counts["waiting"] == 0
     assert flow.finished_at is not None
     assert claim_all(client, FLOWS) == []
+
+
+# -- durable tasks -----------------------------------------------------------------------
+
+
+def test_a_durable_task_parks_on_an_event_and_resumes(client: shardq.Client) -> None:
+    """A step checkpointed once, a park on an event (the event's row written under
+    serializable isolation), the emit's wake-up, the replay, the checkpoints deleted."""
+    durable_kit.a_durable_task_parks_and_resumes(client, "durable")

@@ -7,6 +7,7 @@ steps did in a table of its own (``runs``), written by the step functions."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 import uuid
@@ -260,3 +261,29 @@ def test_a_dead_durable_task_retried_from_the_dead_letters_resumes(
         assert blocking.retry_dead([task_id]) == [task_id]
         assert blocking.result(task_id, wait_s=60).value == 8
     assert _ran["dies:expensive"] == 1  # its checkpoint outlived its death
+
+
+@app.task(queue=QUEUE, keep_result_s=600)
+def suspect_journey(event: str) -> list[Any]:
+    ctx = shardq.current()
+    pid = ctx.step("where", os.getpid)
+    payload = ctx.wait_event("go", event, 60)
+    return [pid, payload]
+
+
+def test_a_suspect_durable_task_runs_alone_with_its_durable_calls(
+        dsn: str, blocking: shardq.Client, connect: psycopg.Connection[Any]) -> None:
+    """Its last lease expired without a result: it runs in a process of its own, whose
+    durable calls checkpoint and park it as the worker's would."""
+    event = f"suspect-{uuid.uuid4().hex}"
+    task_id = suspect_journey.enqueue(event)
+    connect.execute("UPDATE shardq.tasks SET last_error = 'lease expired: worker gone' "
+                    "WHERE id = %s", (task_id,))
+    with running(dsn, app):
+        wait_for(lambda: connect.execute("SELECT parked FROM shardq.tasks WHERE id = %s",
+                                         (task_id,)).fetchone() == ("event",),
+                 timeout=60, what="the suspect to park on its event")
+        blocking.emit_event(event, "go")
+        pid, payload = blocking.result(task_id, wait_s=60).value
+    assert payload == "go"
+    assert pid != os.getpid()  # its step ran in the suspect's own process

@@ -15,6 +15,7 @@ import shardq
 from shardq.loops.janitor import janitor_pass
 from shardq.ops import durable
 from shardq.ops.durable import Parking
+from tests import durable_kit
 
 pytestmark = [pytest.mark.server, pytest.mark.both_clients, pytest.mark.behaviour]
 
@@ -124,6 +125,12 @@ def test_a_park_without_the_lease_parks_nothing(client: Any) -> None:
     assert st.perform(durable.park(st, [task], [Parking("sleep", None)])) == []
 
 
+def test_a_durable_task_driven_by_hand_parks_and_resumes(client: Any) -> None:
+    if not isinstance(client, shardq.Client):
+        pytest.skip("a worker's durable calls run on its blocking client")
+    durable_kit.a_durable_task_parks_and_resumes(client, QUEUE)
+
+
 def test_the_janitor_deletes_events_that_expired(client: Any,
                                                  connect: psycopg.Connection[Any]) -> None:
     old, fresh = name(), name()
@@ -135,3 +142,14 @@ def test_the_janitor_deletes_events_that_expired(client: Any,
     left = connect.execute("SELECT name FROM shardq.events WHERE name = ANY(%s)",
                            ([old, fresh],)).fetchall()
     assert left == [(fresh,)]
+
+
+def test_an_event_waited_for_without_a_deadline_expires_after_its_emit(
+        client: Any, connect: psycopg.Connection[Any]) -> None:
+    event = name()
+    park_on(client, event)  # no deadline: its row lasts until the emit
+    client.emit_event(event, 1)
+    expires = connect.execute("SELECT expires_at - emitted_at FROM shardq.events "
+                              "WHERE name = %s", (event,)).fetchone()
+    assert expires is not None
+    assert expires[0].total_seconds() == client.config.event_keep_s

@@ -140,6 +140,7 @@ class LoopSlots(Slots):
         except NoHandler as exc:
             return self.outcomes.no_handler(task, exc)
         token = bind(context)  # in this slot's own context: the handler awaited here sees it
+        context.client = self.app.client  # for its durable calls
         try:
             ref = self.outcomes.isolatable(handler) if task.suspect else None
             if ref is not None:
@@ -160,7 +161,6 @@ class LoopSlots(Slots):
         """Run the handler: a coroutine handler here, cancelled if the lease is lost; a
         plain function in the pool, with this slot's context (the task bound)."""
         payload = context.task.payload
-        context.client = self.app.client  # for its durable calls
         if not handler.is_async:
             run = contextvars.copy_context().run
             return await self.loop.run_in_executor(self._pool, run, handler.call, payload)

@@ -15,7 +15,9 @@ the handler by its qualified name, so the handler must be defined at a module's 
 level; one that is not (a function defined inside another) runs in the worker like
 any task, with a warning.  The child runs with the task bound as
 :func:`shardq.current`; it is killed when the task's lease is lost or the worker gives
-the task back, and (on Linux) when the worker's process dies.
+the task back, and (on Linux) when the worker's process dies.  A durable task's calls
+(``ctx.step`` and the rest) reach the database there through a client of the child's
+own, opened at its first call; a call that parks the task is sent back as a park.
 """
 
 from __future__ import annotations
@@ -32,8 +34,12 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from shardq.app import Handler
+from shardq.client import Client
+from shardq.core.plan import Plan
+from shardq.core.statements import Statements
 from shardq.core.task import Task
-from shardq.handler import Context, Fail, Retry, bind
+from shardq.durable import Park
+from shardq.handler import Context, Fail, Retry, bind, current
 from shardq.ops.results import Encoded, encode
 from shardq.worker.frames import handler_traceback
 
@@ -105,7 +111,8 @@ def run_alone(ref: Ref, context: Context) -> Encoded | None:
     caller drops the result of a cancelled context anyway.
     """
     mine, theirs = _SPAWN.Pipe(duplex=False)
-    process = _SPAWN.Process(target=_child, args=(ref, context.task, theirs),
+    dsn = context.client.db.dsn if context.client is not None else None
+    process = _SPAWN.Process(target=_child, args=(ref, context.task, theirs, dsn),
                              name=f"shardq-suspect-{context.task.id}")
     process.start()
     theirs.close()
@@ -139,6 +146,8 @@ def _death(exitcode: int | None) -> str:
 
 def _raise(outcome: tuple[Any, ...]) -> None:
     kind = outcome[0]
+    if kind == "park":
+        raise Park(outcome[1])
     if kind == "retry":
         raise Retry(outcome[2], outcome[1])
     if kind == "fail":
@@ -147,19 +156,47 @@ def _raise(outcome: tuple[Any, ...]) -> None:
         raise ChildFailed(outcome[1])
 
 
-def _child(ref: Ref, task: Task, conn: Connection) -> None:
+class _ChildClient:
+    """The child's client for a durable task's calls, opened at the first one (most
+    suspects make none)."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.opened: Client | None = None
+
+    def _client(self) -> Client:
+        if self.opened is None:
+            self.opened = Client(self.dsn)
+        return self.opened
+
+    @property
+    def statements(self) -> Statements:
+        """The statements of the child's client."""
+        return self._client().statements
+
+    def perform(self, plan: Plan[Any]) -> Any:
+        """Run ``plan`` on the child's client."""
+        return self._client().perform(plan)
+
+
+def _child(ref: Ref, task: Task, conn: Connection, dsn: str | None) -> None:
     """The child process: run the handler once and send back how it ended."""
     _die_with_parent()
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    bind(Context(task))
+    client = _ChildClient(dsn) if dsn is not None else None
+    bind(Context(task, client=client, is_async=False))
     try:
         fn = _unwrap(_find(importlib.import_module(ref.module), ref.qualname))
         handler = Handler(fn, task.queue, None, raw=ref.raw)
-        result = handler.call(task.payload)
         if handler.is_async:
-            result = asyncio.run(result)
+            current().is_async = True
+            result = asyncio.run(handler.call(task.payload))
+        else:
+            result = handler.call(task.payload)
         conn.send(("ok", encode(result)))
+    except Park as exc:  # a durable call waits: the worker parks the task
+        conn.send(("park", exc.parking))
     except Retry as exc:
         conn.send(("retry", str(exc), exc.in_s))
     except Fail as exc:
@@ -168,6 +205,8 @@ def _child(ref: Ref, task: Task, conn: Connection) -> None:
         conn.send(("error", handler_traceback(exc)))
     finally:
         conn.close()
+        if client is not None and client.opened is not None:
+            client.opened.close()
 
 
 def _die_with_parent() -> None:

@@ -143,11 +143,11 @@ class ThreadSlots(Slots):
         except NoHandler as exc:
             return self.outcomes.no_handler(task, exc)
         token = bind(context)
+        context.client = self.app.client  # for its durable calls
         try:
             ref = self.outcomes.isolatable(handler) if task.suspect else None
             if ref is not None:
                 return self.outcomes.succeeded(task, handler, isolation.run_alone(ref, context))
-            context.client = self.app.client  # for its durable calls
             return self.outcomes.returned(task, handler, handler.call(task.payload))
         except BaseException as exc:  # a handler's failure is the task's
             return self.outcomes.failed(task, exc)
