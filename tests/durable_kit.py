@@ -34,14 +34,17 @@ def run(client: shardq.Client, task: shardq.Task, event: str) -> Any:
     returns None."""
     context = Context(task, client=client)
     token = bind(context)
+    parking = None
     try:
         value = approve(event)
     except Park as park:
-        st = client.statements
-        assert st.perform(durable.park(st, [task], [park.parking])) == [(task.id, False)]
-        return None
+        parking = park.parking
     finally:
         unbind(token)
+    if parking is not None:
+        st = client.statements
+        assert st.perform(durable.park(st, [task], [parking])) == [(task.id, False)]
+        return None
     client.perform(settle.ack(client.statements, [task], [None]))
     return value
 
