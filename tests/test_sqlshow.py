@@ -22,7 +22,7 @@ from shardq.core.plan import Atomic, CopyIn, Fetch, Request
 from shardq.core.statements import Statements
 from shardq.flows.canvas import chain, chord
 from shardq.loops import resolver
-from shardq.ops import claims, flow, graphs, produce, settle
+from shardq.ops import claims, durable, flow, graphs, produce, settle
 from shardq.ops.flow import Control, Limits
 from shardq.ops.rates import Rate
 from shardq.ops.results import Kept
@@ -224,3 +224,30 @@ def test_the_reference_page_lists_each_statement_as_shown() -> None:
             assert f"    ```sql\n{block}\n    ```" in generated, (name, engine)
             shown += 1
     assert generated.count("```sql") == shown
+
+
+def test_durable_tasks_statements_shown_are_the_ones_the_client_sends(
+        client: shardq.Client, held: list[shardq.Task]) -> None:
+    st = client.statements
+    [task] = held
+    requests = {
+        "steps_load": first(durable.load(st, task.id).steps()),
+        "step_save": first(durable.save(st, task, "n", "step", "done", "1", None).steps()),
+        "park_many": first(durable.park(st, [task], [durable.Parking("sleep", None)])
+                           .steps()),
+    }
+    emit = first(durable.emit(st, {"e": 1}).steps())
+    assert isinstance(emit, Atomic)
+    writes = emit.steps()
+    requests["event_emit"] = next(writes)
+    requests["event_wake"] = writes.send([("e",)])
+    fold = first(resolver.fold(st).steps())
+    assert isinstance(fold, Atomic)
+    steps = fold.steps()
+    parent = uuid4()
+    next(steps)
+    steps.send([(parent, "spawn")])  # the flow of a parent's children
+    steps.send([(parent, datetime.now(UTC), uuid4(), "succeeded", None, 1)])  # its events
+    requests["parents_wake"] = steps.send(None)  # after their counts
+    for name, request in requests.items():
+        assert sent(request) == sqlshow.STATEMENTS[name].sent("postgresql"), name

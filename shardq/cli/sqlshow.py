@@ -117,6 +117,18 @@ STATEMENTS = {s.name: s for s in (
           "that wait for nothing more, with what they take prepended to their arguments"),
     Shown("flow_finish", "end the folded flows that have no task and no event left, and "
           "let their kept results expire"),
+    Shown("steps_load", "a durable task's checkpoints, read at its first durable call of a "
+          "run, with the server's clock"),
+    Shown("step_save", "checkpoint one durable call under the task's lease; the first write "
+          "of a name wins"),
+    Shown("park_many", "park durable tasks that wait (a sleep, an event, children): back in "
+          "line at their wake-up time, the attempt taken back"),
+    Shown("event_emit", "emit events (emit_event): the first emit of a name writes its "
+          "payload"),
+    Shown("event_wake", "wake the tasks parked on the events just emitted, in the emit's "
+          "transaction"),
+    Shown("parents_wake", "the resolver's fold wakes the durable tasks parked on the "
+          "children whose events it took"),
 )}
 """Every statement ``shardq sql show`` prints, by name."""
 
