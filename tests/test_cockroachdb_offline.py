@@ -96,6 +96,7 @@ CRDB_QUERIES = (
     "throughput_history",
     "stats_rates",
     "stats_sample",
+    "stats_parked",
     "queue_names",
     "server_version",
     "ack_results",
