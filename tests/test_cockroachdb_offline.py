@@ -114,6 +114,7 @@ CRDB_QUERIES = (
     "limits_tidy",
     "limits_get",
     "attempts_list",
+    "steps_list",
     "janitor_attempts",
     "janitor_workers",
     "worker_register",
