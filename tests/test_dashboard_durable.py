@@ -1,19 +1,21 @@
 """The dashboard's task page and JSON record of a durable task parked by a real worker:
 its steps with their values (hidden with the payloads), what it waits for and until
-when, and its attempts labelled parked and woken."""
+when, its attempts labelled parked and woken, and its cancel button."""
 
 from __future__ import annotations
 
 import html
 import json
 import uuid
+from urllib.parse import urlencode
 
 import pytest
 
 import shardq
 from shardq.web import DashboardConfig, create_app
-from tests.durable_kit import app, approval, park
-from tests.web import call, serving
+from shardq.web.auth import COOKIE, Guard
+from tests.durable_kit import QUEUE, app, approval, napper, park
+from tests.web import TOKEN, call, serving
 
 pytestmark = [pytest.mark.server, pytest.mark.behaviour]
 
@@ -77,3 +79,19 @@ def test_hidden_payloads_hide_step_values(blocking: shardq.Client, dsn: str) -> 
         ["at", "kind", "name", "state", "until", "value_bytes"]] * 3
     assert record["steps"][0]["value_bytes"] == size
     assert "total" not in str(record)
+
+
+def test_a_parked_task_can_be_cancelled_from_its_page(blocking: shardq.Client,
+                                                      dsn: str) -> None:
+    task_id = napper.enqueue(uuid.uuid4().hex)
+    park(dsn, blocking, {task_id: "sleep"})
+    guard = Guard(TOKEN)
+    session = f"{COOKIE}={guard.session}"
+    with serving(create_app(blocking, token=TOKEN)) as url:
+        page = call(f"{url}/tasks/{task_id}", cookie=session).text
+        assert 'id="cancel"' in page
+        form = urlencode({"csrf": guard.csrf, "queue": QUEUE}).encode()
+        done = call(f"{url}/actions/tasks/{task_id}/cancel", "POST", form=form,
+                    cookie=session)
+    assert done.status == 303
+    assert blocking.get(task_id) is None
