@@ -219,8 +219,9 @@ def metrics_reference() -> str:
     collectors = [*vars(metrics).values(), *metrics.queue_gauges.values()]
     for collector in collectors:
         if isinstance(collector, Counter | Gauge | Histogram):
+            labels = ["example"] * len(getattr(collector, "_labelnames", ()))
             with contextlib.suppress(ValueError):  # a metric without labels refuses
-                collector.labels("example")
+                collector.labels(*labels)
     metrics.durations.recorder().observe("example", 0.01)
     rows = ["| metric | type | labels | meaning |", "| --- | --- | --- | --- |"]
     for family in sorted(metrics.registry.collect(), key=lambda f: f.name):

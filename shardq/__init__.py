@@ -35,7 +35,7 @@ if TYPE_CHECKING:
         UnknownQueue,
         WaitTimeout,
     )
-    from shardq.core.task import Attempt, Task, TaskInfo, TaskResult
+    from shardq.core.task import Attempt, Step, Task, TaskInfo, TaskResult, Waiting
     from shardq.flows.canvas import FlowHandle, Graph, Signature, chain, chord, group
     from shardq.flows.nodes import Flow, FlowNode
     from shardq.handler import Context, Fail, Retry, current
@@ -85,6 +85,8 @@ _SOURCES = {
     "TaskInfo": "shardq.core.task",
     "TaskResult": "shardq.core.task",
     "Attempt": "shardq.core.task",
+    "Step": "shardq.core.task",
+    "Waiting": "shardq.core.task",
     "WorkerInfo": "shardq.ops.workers",
     "Signature": "shardq.flows.canvas",
     "Graph": "shardq.flows.canvas",
@@ -133,6 +135,7 @@ __all__ = [
     "ShardqError",
     "Signature",
     "SparkWriteError",
+    "Step",
     "Task",
     "TaskFunction",
     "TaskInfo",
@@ -140,6 +143,7 @@ __all__ = [
     "Unavailable",
     "UnknownQueue",
     "WaitTimeout",
+    "Waiting",
     "WorkerInfo",
     "chain",
     "chord",

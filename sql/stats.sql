@@ -5,7 +5,9 @@
 -- estimates).  The first 32 tasks in line of each bucket (the index's order) give
 -- their wait: since their exec_time, and since their place in line without a
 -- priority head start (which a task placed by enqueue got, and a requeued one not).
-SELECT b.bucket, due.n AS available, later.n AS scheduled, held.n AS locked, gone.n AS dead,
+-- The tasks not yet due are scheduled and parked ones alike (shardq.ops.parkedstats
+-- tells them apart).
+SELECT b.bucket, due.n AS available, later.n AS later, held.n AS locked, gone.n AS dead,
        head.oldest_s, head.lag_s, head.last_wait_s, head.n AS head_read
 FROM generate_series(0, %(bucket_count)s - 1) AS b(bucket)
 CROSS JOIN (SELECT coalesce(%(now)s::timestamptz, now()) AS now) AS c

@@ -15,9 +15,9 @@ WITH p AS (
     SELECT k, floor((p.start + k) * p.pages / p.sampled)::int8 AS page
     FROM p, generate_series(0, p.sampled - 1) AS k
 ), s AS (
-    SELECT b.k, t.queue, t.status, t.exec_time
+    SELECT b.k, t.queue, t.status, t.exec_time, t.parked
     FROM b CROSS JOIN LATERAL (
-        SELECT t.queue, t.status, t.exec_time
+        SELECT t.queue, t.status, t.exec_time, t.parked
         FROM shardq.tasks AS t
         WHERE t.ctid >= ('(' || b.page || ',0)')::tid
           AND t.ctid < ('(' || b.page + 1 || ',0)')::tid
@@ -30,5 +30,6 @@ WITH p AS (
     FROM s, (SELECT coalesce(%(now)s::timestamptz, now()) AS now) AS c
     GROUP BY s.k, s.queue
 )
-SELECT p.pages, p.sampled, g.k, g.queue, g.available, g.scheduled, g.locked, g.dead
+SELECT p.pages, p.sampled, g.k, g.queue, g.available, g.scheduled, g.locked, g.dead,
+       g.parked_sleep, g.parked_event, g.parked_children
 FROM p LEFT JOIN g ON true

@@ -5,7 +5,7 @@
 -- scales the counts up by the share of the id space read.  With %(queue)s NULL,
 -- every queue of the sample; else that one.
 WITH s AS (
-    SELECT t.id, t.queue, t.status, t.exec_time
+    SELECT t.id, t.queue, t.status, t.exec_time, t.parked
     FROM shardq.tasks AS t
     ORDER BY t.id
     LIMIT {limit}
@@ -19,5 +19,6 @@ WITH s AS (
     WHERE %(queue)s::text IS NULL OR s.queue = %(queue)s::text
     GROUP BY s.queue
 )
-SELECT span.sampled, span.last_id, g.queue, g.available, g.scheduled, g.locked, g.dead
+SELECT span.sampled, span.last_id, g.queue, g.available, g.scheduled, g.locked, g.dead,
+       g.parked_sleep, g.parked_event, g.parked_children
 FROM span LEFT JOIN g ON true

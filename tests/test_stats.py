@@ -13,7 +13,7 @@ import pytest
 import shardq
 from shardq.core.plan import plan
 from shardq.maths import forecast
-from shardq.ops import queuestats
+from shardq.ops import samples
 from shardq.worker.metrics import Metrics
 from shardq.worker.observe import StatsSampler
 from tests.conftest import Databases
@@ -34,10 +34,11 @@ def test_small_queues_are_counted_exactly(client: shardq.Client) -> None:
     held = claim_all(client, queue, most=6)
     client.nack_many(held[:2], dead=[True, True])
     stats = client.stats(queue)
-    assert {k: stats[k] for k in ("available", "scheduled", "locked", "dead")} == \
-        {"available": 24, "scheduled": 5, "locked": 4, "dead": 2}
+    assert {k: stats[k] for k in ("available", "scheduled", "parked", "locked", "dead")} == \
+        {"available": 24, "scheduled": 5, "parked": 0, "locked": 4, "dead": 2}
+    assert stats["parked_by"] == {"sleep": 0, "event": 0, "children": 0}
     assert stats["error"] == {}
-    assert set(stats["exact"]) == {"available", "scheduled", "locked", "dead",
+    assert set(stats["exact"]) == {"available", "scheduled", "parked", "locked", "dead",
                                    "oldest_eligible_age_s", "lag_s"}
     assert stats["paused"] is False
     assert "slo_breach_in_s" not in stats  # only with slo_s
@@ -183,10 +184,10 @@ def test_the_smallest_id_sample_holds_for_random_ids(databases: Databases) -> No
                      "FROM generate_series(1, 40000) AS g")
     with shardq.Client(url) as client:
         st = client.statements
-        sample = st.perform(plan(lambda: queuestats.id_sample(st)))
-    assert sample.sampled == queuestats.SAMPLE_ROWS
+        sample = st.perform(plan(lambda: samples.id_sample(st)))
+    assert sample.sampled == samples.SAMPLE_ROWS
     for queue, real in (("many", 30_000), ("few", 10_000)):
-        estimate, error = queuestats.estimate(sample, queue, "available")
+        estimate, error = samples.estimate(sample, queue, "available")
         assert abs(estimate - real) <= error, (queue, estimate, error)
         assert 0 < error < 0.15 * real
 

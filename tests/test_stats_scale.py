@@ -15,7 +15,7 @@ import pytest
 import shardq
 from bench.stats_cost import insert_range, truth
 from shardq.core import sqlfiles
-from shardq.ops import queuestats
+from shardq.ops import queuestats, samples
 from tests.conftest import Databases
 from tests.helpers import in_threads, scalar, wait_for, within_stated_error
 
@@ -65,7 +65,7 @@ def sample_pages_read(url: str) -> int:
     TID range scans may read shardq.tasks."""
     with psycopg.connect(url) as conn:
         text = sqlfiles.query("stats_pages", "postgresql", "bucket",
-                              queuestats.SAMPLE_PAGES).as_string(conn)
+                              samples.SAMPLE_PAGES).as_string(conn)
         row = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + text,
                            {"now": None, "queue": None}).fetchone()
     assert row is not None
@@ -107,7 +107,7 @@ def test_stats_on_two_million_waiting_tasks(small: str, large: str) -> None:
     # by python -m bench.stats_cost, not asserted here).
     assert stats_cost(small) <= 10_000 + 16 * queuestats.HEAD_ROWS
     assert stats_cost(large) <= 4 * queuestats.COUNT_BUDGET + 16 * queuestats.HEAD_ROWS
-    assert sample_pages_read(large) <= queuestats.SAMPLE_PAGES
+    assert sample_pages_read(large) <= samples.SAMPLE_PAGES
     for state in ("available", "scheduled", "locked", "dead"):
         error = stats["error"].get(state, 0)
         assert within_stated_error(real[state], state, stats, second), \

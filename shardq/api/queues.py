@@ -69,8 +69,10 @@ class QueueCalls(Base):
 
     @operation
     def get(self, task_id: UUID | str) -> Plan[TaskInfo | None]:
-        """Everything stored about one task, its attempts (``history``) included, or None
-        if it is gone (finished or purged: :meth:`attempts` still reads its attempts)."""
+        """Everything stored about one task, its attempts (``history``) included, and a
+        durable task's checkpointed calls (``steps``) and what it waits for while parked
+        (``waiting_for``); or None if it is gone (finished or purged: :meth:`attempts`
+        still reads its attempts)."""
         return inspection.get(self.statements, task_id)
 
     @operation

@@ -17,6 +17,7 @@ from shardq.cli import ops as cli_ops
 from shardq.core.config import ClientConfig, from_arguments
 from shardq.core.errors import ConfigError
 from shardq.core.redaction import redact
+from shardq.text import durable
 from shardq.worker.config import WorkerConfig
 
 if TYPE_CHECKING:
@@ -126,11 +127,14 @@ def cmd_task(args: argparse.Namespace) -> int:
             return 1
     else:
         for key, value in vars(info).items():
-            if key in ("status", "history"):  # `state` tells scheduled from available
+            if key in ("status", "history", "steps"):  # `state` tells scheduled from available
                 continue
             shown = json.dumps(value, ensure_ascii=False) if key == "payload" else value
             shown = redact(shown) if key == "last_error" and shown else shown
+            shown = durable.waiting(value) if key == "waiting_for" and value else shown
             print(f"{key:>22}: {shown}")
+        if info.steps:
+            print(durable.steps_table(info.steps))
     if history:
         print(cli_ops.attempts_table(list(history)))
     return 0

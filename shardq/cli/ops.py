@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from shardq.core.config import ClientConfig, add_arguments, from_arguments
 from shardq.core.errors import ConfigError, InvalidTask, UnknownQueue
 from shardq.core.redaction import redact
+from shardq.text import durable
 from shardq.web.config import DashboardConfig, read_token
 
 if TYPE_CHECKING:
@@ -105,16 +106,17 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 def attempts_table(history: list[Attempt]) -> str:
     """A task's attempts as a plain table: number, claimed, duration, outcome, worker,
     error (its last line, redacted)."""
-    lines = ["attempts:", f"{'#':>4}  {'claimed at':<32}  {'took':>9}  {'outcome':<13}  "
+    lines = ["attempts:", f"{'#':>4}  {'claimed at':<32}  {'took':>9}  {'outcome':<20}  "
              "worker / error"]
-    for a in history:
+    for a, outcome in zip(history, durable.outcomes(history), strict=True):
         took = "" if a.duration_s is None else f"{a.duration_s:.3f}s"
         claimed = a.claimed_at.isoformat() if a.claimed_at else "-"
-        lines.append(f"{a.attempt:>4}  {claimed:<32}  {took:>9}  {a.outcome:<13}  "
+        lines.append(f"{a.attempt:>4}  {claimed:<32}  {took:>9}  {outcome:<20}  "
                      f"{a.worker or '-'}")
+        # A parked attempt's error says what the task waits for.
         error = (a.error or "").strip().splitlines()
         if error:
-            lines.append(f"{'':>66}{redact(error[-1])}")
+            lines.append(f"{'':>73}{redact(error[-1])}")
     return "\n".join(lines)
 
 

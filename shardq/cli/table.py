@@ -34,13 +34,13 @@ def table(figures: list[QueueStats]) -> Table:
     saturated, and the limits with their use (a column only when a queue has limits)."""
     grid = Table(expand=False)
     limited = any(f.limited for f in figures)
-    columns = ("queue", "avail", "sched", "locked", "dead", "in/s", "out/s", "lag", "eta",
-               "state") + (("limits",) if limited else ())
+    columns = ("queue", "avail", "sched", "parked", "locked", "dead", "in/s", "out/s", "lag",
+               "eta", "state") + (("limits",) if limited else ())
     for name in columns:
         grid.add_column(name, justify="left" if name in ("queue", "state", "limits")
                         else "right", no_wrap=True)
     for f in figures:
-        grid.add_row(f.queue, count(f, "available"), count(f, "scheduled"),
+        grid.add_row(f.queue, count(f, "available"), count(f, "scheduled"), count(f, "parked"),
                      count(f, "locked"), count(f, "dead"), f"{f.enqueued_per_s:.1f}",
                      f"{f.completed_per_s:.1f}", duration(f.lag_s), duration(f.drain_eta_s),
                      _state(f), *((summary(f),) if limited else ()))

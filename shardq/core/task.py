@@ -74,8 +74,10 @@ class TaskInfo:
     times_requeued: int
     last_requeued_at: datetime | None
     state: str
-    """available, scheduled (available but not yet due), locked, dead, or waiting (a
-    task of a flow that waits for others to succeed first)."""
+    """available, scheduled (available but not yet due), parked (a durable task waiting
+    for a sleep, an event or its children: see ``waiting_for``), locked, dead, or waiting
+    (a task of a flow that waits for others to succeed first).  A parked task that was
+    woken is available until a worker claims it."""
     group: str | None = None
     """The group it was enqueued in (``enqueue(..., group=...)``), if any."""
     worker_id: UUID | None = None
@@ -91,6 +93,45 @@ class TaskInfo:
     """The flow the task belongs to (:meth:`Client.flow` reads it), or None."""
     waits: int | None = None
     """How many tasks of its flow it still waits for (a ``waiting`` task), else None."""
+    steps: tuple[Step, ...] = ()
+    """A durable task's checkpointed calls, in the order they were written (:meth:`Client.get`
+    reads them; task lists leave them out)."""
+    waiting_for: Waiting | None = None
+    """What a ``parked`` task waits for, else None."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One durable call of a task, as checkpointed (``ctx.step``, ``ctx.sleep``, ...).
+
+    ``kind`` is ``step``, ``sleep``, ``event`` (``wait_event``), ``spawn`` or ``wait``;
+    ``state`` is ``done``, ``waiting`` (the call parked the task) or ``timed_out``.
+    """
+
+    name: str
+    kind: str
+    state: str
+    value: Any
+    """What the call came to, as JSON reads back: a step's return value, an event's
+    payload, a spawned child's id, the children's results; while it waits, what it waits
+    for (``{"event": name}``, ``{"children": [ids]}``)."""
+    until: datetime | None
+    """A sleep's end, or a wait's deadline (None: none)."""
+    at: datetime
+    """When the checkpoint was last written."""
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """What a parked durable task waits for."""
+
+    reason: str
+    """``sleep``, ``event`` or ``children``."""
+    event: str | None
+    """The event's name (``reason`` event), else None."""
+    until: datetime | None
+    """When the task wakes at the latest: the sleep's end or the wait's deadline (None:
+    no deadline, it waits until what it waits for comes)."""
 
 
 @dataclass(frozen=True)

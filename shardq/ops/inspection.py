@@ -14,13 +14,15 @@ from psycopg.rows import dict_row
 from shardq.core import validate
 from shardq.core.plan import Plan, Steps, plan
 from shardq.core.statements import Statements
-from shardq.core.task import TaskInfo
+from shardq.core.task import Step, TaskInfo, Waiting
 from shardq.ops import attempts
+from shardq.ops.durable import NEVER
 
 
 def get(st: Statements, task_id: UUID | str) -> Plan[TaskInfo | None]:
-    """Everything stored about one task, its attempts included, or None if it is gone
-    (finished or purged; :func:`shardq.ops.attempts.attempts` still reads its attempts).
+    """Everything stored about one task, its attempts (and a durable task's checkpoints)
+    included, or None if it is gone (finished or purged;
+    :func:`shardq.ops.attempts.attempts` still reads its attempts).
 
     Where the id names its bucket (PostgreSQL) the lookup stays in that bucket.
     """
@@ -31,8 +33,12 @@ def get(st: Statements, task_id: UUID | str) -> Plan[TaskInfo | None]:
         rows = yield st.fetch("get", values, row_factory=dict_row)
         if not rows:
             return None
+        found = info(rows[0])
         history = attempts.read((yield st.fetch("attempts_list", {"id": tid})))
-        return dataclasses.replace(info(rows[0]), history=tuple(history))
+        # Only a task that checkpointed a call has steps to read (tasks.durable).
+        steps = [Step(*r) for r in (yield st.fetch("steps_list", {"id": tid}))] \
+            if rows[0]["durable"] else []
+        return dataclasses.replace(found, history=tuple(history), steps=tuple(steps))
 
     return plan(steps)
 
@@ -58,7 +64,14 @@ def tasks(st: Statements, queue: str, status: str, limit: int, *, newest: bool =
 def info(row: dict[str, Any]) -> TaskInfo:
     """A task's record from its row.  A row that is not locked may still carry the token
     of the claim that settled it (which lets a retried settle recognise its own work);
-    no lease is held, so the record shows none."""
+    no lease is held, so the record shows none.  A parked task's wake-up time is its
+    wait's deadline, unless it is :data:`~shardq.ops.durable.NEVER` (no deadline)."""
+    row = dict(row)
+    parked, event = row.pop("parked"), row.pop("wait_event")
+    del row["durable"]
     if row["status"] != "locked":
-        row = {**row, "lease_token": None}
+        row["lease_token"] = None
+    if parked is not None:
+        until = None if row["exec_time"] >= NEVER else row["exec_time"]
+        row["waiting_for"] = Waiting(parked, event, until)
     return TaskInfo(**row)

@@ -3,17 +3,11 @@
 Counts are read per bucket with a cap (``sql/stats.sql``): at most :data:`COUNT_BUDGET`
 index entries per state over all buckets, so the cost does not grow with the queue.
 A figure whose every bucket stayed under the cap is exact.  Beyond the cap it is
-estimated from a random sample of the table and reported with its error, three
-standard errors (about 99.7 % of estimates fall within it).  The estimate is never
-below the capped count, which is a sure lower bound.  The sample is:
-
-- on PostgreSQL, :data:`SAMPLE_PAGES` of the table's pages, evenly spaced from a
-  random start and read by TID range scans (``sql/stats_pages.sql``).  Task ids are
-  time-ordered there, so the smallest ids would be the oldest tasks; and tasks written
-  together share pages, which the error allows for by taking pages, not rows, as the
-  units sampled;
-- on CockroachDB, the :data:`SAMPLE_ROWS` smallest task ids (``sql/stats_sample.sql``),
-  ids being random there.
+estimated from a random sample of the table (:mod:`shardq.ops.samples`) and reported
+with its error, three standard errors (about 99.7 % of estimates fall within it).  The
+estimate is never below the capped count, which is a sure lower bound.  Parked durable
+tasks are counted apart, and taken out of the scheduled ones (see
+:mod:`shardq.ops.parkedstats`).
 
 Rates come from ``shardq.throughput``, which the enqueue and ack statements add to
 (``sql/throughput_add.sql``): tasks enqueued and completed (acked) in the last minute.
@@ -29,8 +23,6 @@ Each read is a :class:`~shardq.core.plan.Plan` (its arguments checked when it is
 
 from __future__ import annotations
 
-import itertools
-import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -40,18 +32,16 @@ from shardq.core.errors import InvalidTask
 from shardq.core.plan import Plan, Steps, plan
 from shardq.core.statements import Statements
 from shardq.maths import forecast
-from shardq.ops import control
+from shardq.ops import control, parkedstats
 from shardq.ops.flow import Control, controls
 from shardq.ops.rates import Rate
+from shardq.ops.samples import Sample, estimate, sample
 
 COUNT_BUDGET = 16384  # index entries one state's count reads at most, over all buckets
 MIN_BUCKET_CAP = 16
-SAMPLE_ROWS = 4096  # tasks the estimate samples (ids in order: random ids only)
-SAMPLE_PAGES = 128  # pages of the table the estimate samples (time-ordered ids)
 HEAD_ROWS = 32  # tasks in line read per bucket for the lag (the literal of sql/stats.sql)
-ERROR_SIGMAS = 3
-STATES = ("available", "scheduled", "locked", "dead")
-ID_SPACE = 1 << 128
+STATES = ("available", "scheduled", "parked", "locked", "dead")
+COUNTED = ("available", "later", "locked", "dead")  # the counts of sql/stats.sql, in order
 
 
 @dataclass(frozen=True)
@@ -63,7 +53,10 @@ class QueueStats:
     available: int
     """Tasks due and waiting."""
     scheduled: int
-    """Tasks waiting for a later time."""
+    """Tasks waiting for a later time (parked ones apart)."""
+    parked: int
+    """Durable tasks parked: waiting for a sleep, an event or their children (a woken
+    task is available)."""
     locked: int
     """Tasks held by workers (running, or prefetched)."""
     dead: int
@@ -107,6 +100,8 @@ class QueueStats:
     saturated: bool = False
     """Whether ``max_running`` is full while due tasks wait: the limit, not the
     workers, holds them back."""
+    parked_by: dict[str, int] = field(default_factory=dict)
+    """``parked`` by reason: ``sleep``, ``event`` and ``children``."""
 
     @property
     def limited(self) -> bool:
@@ -134,18 +129,6 @@ class QueueStats:
             for name in ("slo_s", "slo_breach_in_s", "consumers_needed"):
                 del out[name]
         return out
-
-
-@dataclass
-class Sample:
-    """A sample of the table: ``sampled`` of its ``units`` (pages, or rows), taken at
-    random; per queue and state, the sampled units' total count and the variance of
-    the count between units.  All units sampled: the totals are exact."""
-
-    units: float
-    sampled: int
-    totals: dict[str, dict[str, int]]
-    variances: dict[str, dict[str, float]]
 
 
 def stats(st: Statements, queue: str, slo_s: float | None = None) -> Plan[QueueStats]:
@@ -205,16 +188,17 @@ def _many(st: Statements, names: list[str], slo: float | None) -> Steps[list[Que
     paused = yield from control.paused(st).steps()
     found = (yield from controls(st, names).steps()) if names else {}
     rates = {row[0]: row[1:] for row in (yield st.fetch("stats_rates", {"queue": None}))}
-    sample: Sample | None = None
+    parked = (yield from parkedstats.read(st)) if names else parkedstats.NONE
+    table: Sample | None = None
     out = []
     for name in names:
         rows = yield st.fetch(query, {"queue": name, "bucket_count": st.bucket_count})
-        capped = {s for i, s in enumerate(STATES) if any(r[1 + i] >= cap for r in rows)}
-        if capped and sample is None:
-            sample = yield from _sample(st)
+        capped = {s for i, s in enumerate(COUNTED) if any(r[1 + i] >= cap for r in rows)}
+        if (capped or parked.capped) and table is None:
+            table = yield from sample(st)
         lag_read_whole = {r[0] for r in rows if r[8] < HEAD_ROWS}
-        figures = _figures(name, rows, capped, sample, rates.get(name), name in paused, slo,
-                           lag_read_whole)
+        figures = _figures(name, rows, capped, table, parked, rates.get(name),
+                           name in paused, slo, lag_read_whole)
         out.append(_limited(figures, found.get(name)))
     return out
 
@@ -244,71 +228,19 @@ def _slo(slo_s: float | None) -> float | None:
     return value
 
 
-def _sample(st: Statements) -> Steps[Sample]:
-    return (yield from page_sample(st) if st.dialect.ordered_ids else id_sample(st))
-
-
-def page_sample(st: Statements) -> Steps[Sample]:
-    """Steps (for ``yield from``) of PostgreSQL's sample (``sql/stats_pages.sql``):
-    evenly spaced pages of the table."""
-    rows = yield st.fetch(st.query("stats_pages", SAMPLE_PAGES), {"queue": None})
-    pages, n = float(rows[0][0]), int(rows[0][1])
-    series: dict[str, dict[str, list[int]]] = {}  # queue -> state -> count per sampled page
-    for _pages, _sampled, k, queue, *counts in rows:
-        if queue is None:  # no task on the pages read
-            continue
-        by_state = series.setdefault(queue, {s: [0] * n for s in STATES})
-        for state, y in zip(STATES, counts, strict=True):
-            by_state[state][k] = y
-    totals = {q: {s: sum(ys) for s, ys in by.items()} for q, by in series.items()}
-    # The pages are evenly spaced over the table, so neighbouring pages of the sample
-    # differ only where the table changes (tasks written together share pages): the
-    # successive-difference estimate of the variance allows for that, where treating the
-    # pages as independent would overstate the error of a table written in long runs.
-    variances = {q: {s: sum((b - a) ** 2 for a, b in itertools.pairwise(ys)) / (2 * max(n - 1, 1))
-                     for s, ys in by.items()} for q, by in series.items()}
-    return Sample(pages, n, totals, variances)
-
-
-def id_sample(st: Statements) -> Steps[Sample]:
-    """Steps (for ``yield from``) of CockroachDB's sample (``sql/stats_sample.sql``): the
-    smallest of its random ids."""
-    rows = yield st.fetch(st.query("stats_sample", SAMPLE_ROWS), {"queue": None})
-    n, last_id = rows[0][0], rows[0][1]
-    # Fewer rows than asked for: the sample is the whole table.  Else the n-th smallest
-    # of uniform ids reaches `reach`, and the first n - 1 are a uniform sample of
-    # [0, reach) of the table's rows, which are therefore about (n - 1) / reach.
-    units = float(n) if n < SAMPLE_ROWS else max(float(n), (n - 1) * ID_SPACE / (last_id.int + 1))
-    totals = {r[2]: dict(zip(STATES, r[3:], strict=True)) for r in rows if r[2] is not None}
-    # A row counts 1 or 0: the variance of m ones among n, plus (m / n)^2 for the
-    # spread of the reach itself, an order statistic (relative variance 1 / n).
-    variances = {q: {s: m * (1 - m / n) / max(n - 1, 1) + (m / n) ** 2 for s, m in by.items()}
-                 for q, by in totals.items()}
-    return Sample(units, n, totals, variances)
-
-
-def estimate(sample: Sample, queue: str, state: str) -> tuple[int, int]:
-    """The sample's estimate of one count and its error (both in tasks): the mean count
-    per sampled unit times the units, and three standard errors of that.  A state seen
-    nowhere gets at least the error of one task in one unit, so it is never exact."""
-    total = sample.totals.get(queue, {}).get(state, 0)
-    n, units = sample.sampled, sample.units
-    if n >= units:
-        return total, 0
-    variance = max(sample.variances.get(queue, {}).get(state, 0.0), 1 / n)
-    spread = units * math.sqrt((1 - n / units) * variance / n)
-    return round(units * total / n), math.ceil(ERROR_SIGMAS * spread)
-
-
-def _figures(queue: str, rows: list[tuple[Any, ...]], capped: set[str], sample: Sample | None,
-             rate: tuple[Any, ...] | None, paused: bool, slo_s: float | None,
-             read_whole: set[int]) -> QueueStats:
-    counts = {s: sum(r[1 + i] for r in rows) for i, s in enumerate(STATES)}
+def _figures(queue: str, rows: list[tuple[Any, ...]], capped: set[str], table: Sample | None,
+             parked: parkedstats.Parked, rate: tuple[Any, ...] | None, paused: bool,
+             slo_s: float | None, read_whole: set[int]) -> QueueStats:
+    counted = {s: sum(r[1 + i] for r in rows) for i, s in enumerate(COUNTED)}
+    counts = {s: counted[s] for s in ("available", "locked", "dead")}
     error: dict[str, int] = {}
-    if sample is not None:  # sampled because a count reached its cap
-        for state in sorted(capped):
-            sampled, error[state] = estimate(sample, queue, state)
+    if table is not None:  # sampled because a count reached its cap
+        for state in sorted(capped & set(counts)):
+            sampled, error[state] = estimate(table, queue, state)
             counts[state] = max(counts[state], sampled)  # the capped count is a minimum
+    split = parked.split(queue, counted["later"], "later" not in capped, table)
+    counts.update(scheduled=split.scheduled, parked=split.parked)
+    error.update(split.error)
     ages = [r[5] for r in rows if r[5] is not None]
     lags = [r[6] for r in rows if r[6] is not None]
     lag = max(0.0, max(lags)) if lags else None
@@ -319,13 +251,13 @@ def _figures(queue: str, rows: list[tuple[Any, ...]], capped: set[str], sample: 
     enqueued, completed, window_s = rate if rate else (0, 0, 1.0)
     enq_s, comp_s = enqueued / window_s, completed / window_s
     waiting = counts["available"] + counts["locked"]
-    exact = tuple(s for s in STATES if s not in capped) + ("oldest_eligible_age_s",) \
+    exact = tuple(s for s in STATES if s not in error) + ("oldest_eligible_age_s",) \
         + (("lag_s",) if lag_exact else ())
     figures = QueueStats(
         queue=queue, **counts, oldest_eligible_age_s=max(ages) if ages else None, lag_s=lag,
         enqueued_per_s=enq_s, completed_per_s=comp_s,
         drain_eta_s=forecast.drain_eta_s(waiting, enq_s, comp_s), paused=paused,
-        exact=exact, error=error)
+        exact=exact, error=error, parked_by=split.by_reason)
     if slo_s is None:
         return figures
     return replace(

@@ -22,7 +22,7 @@ from starlette.templating import Jinja2Templates
 
 from shardq.core.errors import UnknownQueue
 from shardq.ops import attempts, history, inspection, queuestats, workers
-from shardq.text import figures, limits
+from shardq.text import durable, figures, limits
 from shardq.web import actions, chart, reads
 from shardq.web.auth import COOKIE
 from shardq.web.context import Context, context
@@ -31,7 +31,8 @@ from shardq.web.timeline import timeline
 ENV = Environment(loader=PackageLoader("shardq.web", "templates"), autoescape=True)
 ENV.filters.update(short=figures.short, duration=figures.duration, figure=figures.count,
                    size=reads.payload_bytes, limits=limits.summary,
-                   rate_field=limits.rate_field)
+                   rate_field=limits.rate_field,
+                   labelled=lambda h: list(zip(h, durable.outcomes(h), strict=True)))
 TEMPLATES = Jinja2Templates(env=ENV)
 
 

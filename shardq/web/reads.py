@@ -87,10 +87,13 @@ def payload_bytes(payload: Any) -> int:
 
 def task_json(task: TaskInfo, hide_payloads: bool) -> dict[str, Any]:
     """A task's record as JSON-ready values; with ``hide_payloads``, its payload's size
-    (``payload_bytes``) instead of the payload."""
+    (``payload_bytes``) instead of the payload, and each step's (``value_bytes``) instead
+    of its value."""
     out = {k: plain(v) for k, v in dataclasses.asdict(task).items()}
-    if hide_payloads:
+    if hide_payloads:  # a durable task's step values are hidden as its payload is
         out["payload_bytes"] = payload_bytes(out.pop("payload"))
+        for step in out["steps"]:
+            step["value_bytes"] = payload_bytes(step.pop("value"))
     return out
 
 

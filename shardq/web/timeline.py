@@ -15,7 +15,10 @@ from shardq.core.task import TaskInfo
 NEXT = {"available": "due (waiting since)", "scheduled": "due", "locked": "lease runs out",
         "dead": "died",
         # A task of a flow that waits for others keeps its place in line until released.
-        "waiting": "its place in line (released once what it waits for succeeded)"}
+        "waiting": "its place in line (released once what it waits for succeeded)",
+        # A parked task is woken at its wait's deadline, or sooner when what it waits for
+        # comes (a sleep's end is its deadline).
+        "parked": "its wait's deadline: woken then at the latest"}
 
 
 @dataclass(frozen=True)
@@ -37,5 +40,9 @@ def timeline(task: TaskInfo) -> list[Event]:
     if task.last_requeued_at is not None:
         events.append(Event(task.last_requeued_at,
                             f"last put back in line (put back {task.times_requeued} times)"))
-    events.append(Event(task.exec_time, NEXT[task.state]))
+    if task.waiting_for is None:
+        events.append(Event(task.exec_time, NEXT[task.state]))
+    elif task.waiting_for.until is not None:  # no deadline: no time to show
+        events.append(Event(task.waiting_for.until, "wakes up" if task.waiting_for.reason
+                            == "sleep" else NEXT[task.state]))
     return sorted(events, key=lambda e: e.at)

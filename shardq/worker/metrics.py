@@ -11,13 +11,15 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from shardq.ops.parkedstats import REASONS
 from shardq.ops.queuestats import QueueStats
 
 # Queue figures sampled by one worker of a group (see StatsSampler): gauge name, help,
 # and the QueueStats field it shows.  A field that is None (no forecast) removes the
 # queue's series, so that a stale value is never shown.
 QUEUE_GAUGES = (
-    ("shardq_queue_scheduled", "Tasks waiting for a later time", "scheduled"),
+    ("shardq_queue_scheduled", "Tasks waiting for a later time (parked ones apart)",
+     "scheduled"),
     ("shardq_queue_locked", "Tasks held by workers", "locked"),
     ("shardq_queue_dead", "Dead letters", "dead"),
     ("shardq_queue_lag_seconds", "How long the longest-waiting due task has waited since "
@@ -84,6 +86,9 @@ class Metrics:
                             "Age of the oldest eligible task", ["queue"], registry=r)
         self.queue_gauges = {field: Gauge(name, text, ["queue"], registry=r)
                              for name, text, field in QUEUE_GAUGES}
+        self.queue_parked = Gauge("shardq_queue_parked", "Durable tasks parked, by what they "
+                                  "wait for (reason: sleep, event, children)",
+                                  ["queue", "reason"], registry=r)
         self.sampled_at = Gauge("shardq_queue_stats_timestamp_seconds",
                                 "When the queue figures were last sampled (Unix time)",
                                 ["queue"], registry=r)
@@ -123,6 +128,8 @@ class Metrics:
                     gauge.remove(queue)
             else:
                 gauge.labels(queue).set(float(value))
+        for reason in REASONS:
+            self.queue_parked.labels(queue, reason).set(figures.parked_by.get(reason, 0))
         self.sampled_at.labels(queue).set(time.time())
 
     def forget(self, queue: str) -> None:
@@ -130,6 +137,9 @@ class Metrics:
         for gauge in (self.depth, self.oldest, self.sampled_at, *self.queue_gauges.values()):
             if (queue,) in _series(gauge):
                 gauge.remove(queue)
+        for reason in REASONS:
+            if (queue, reason) in _series(self.queue_parked):
+                self.queue_parked.remove(queue, reason)
 
     def serve(self, port: int, host: str) -> None:
         """Serve ``/metrics`` over HTTP in a daemon thread."""
