@@ -18,7 +18,7 @@ CROSS JOIN LATERAL (
     FROM (SELECT t.queue, t.status, t.exec_time
           FROM shardq.tasks AS t
           WHERE t.parked = r.reason AND t.parked IS NOT NULL
-          ORDER BY t.wait_event
+          ORDER BY t.parked, t.wait_event
           LIMIT {limit}) AS x
     GROUP BY x.queue
 ) AS p
