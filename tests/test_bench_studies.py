@@ -24,6 +24,7 @@ STUDIES: dict[str, tuple[str, list[str], str]] = {
     "claim_throughput": ("bench.claim_throughput", [], "claim_throughput-quick.md"),
     "chords": ("bench.chords", [], "chords-quick.md"),
     "cold_start": ("bench.cold_start", [], "cold_start-quick.md"),
+    "durable": ("bench.durable", [], "durable-quick.md"),
     "daemon drain": ("bench.daemon", ["drain", "--tasks", "500"], "daemon_drain-quick.md"),
     "daemon pickup": ("bench.daemon", ["pickup", "--tasks", "5"], "daemon_pickup-quick.md"),
     "dashboard": ("bench.dashboard", [], "dashboard-quick.md"),

@@ -4,6 +4,7 @@ the tasks parked on its event, however the park and the emit cross."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -153,3 +154,19 @@ def test_an_event_waited_for_without_a_deadline_expires_after_its_emit(
                               "WHERE name = %s", (event,)).fetchone()
     assert expires is not None
     assert expires[0].total_seconds() == client.config.event_keep_s
+
+
+def test_an_emit_completes_the_wait_of_the_task_it_wakes(client: Any,
+                                                          connect: psycopg.Connection[Any]) -> None:
+    """The woken task's next run finds its wait done, with the first emit's payload."""
+    event = name()
+    client.enqueue(QUEUE, {})
+    [task] = client.claim(QUEUE, limit=1)
+    st = client.statements
+    st.perform(durable.save(st, task, "approval", "event", "waiting",
+                            json.dumps({"event": event}), None))
+    st.perform(durable.park(st, [task], [Parking("event", None, event=event)]))
+    client.emit_event(event, {"by": "first"})
+    client.emit_event(event, {"by": "second"})
+    assert connect.execute("SELECT state, value FROM shardq.steps WHERE task_id = %s",
+                           (task.id,)).fetchall() == [("done", {"by": "first"})]

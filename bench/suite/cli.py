@@ -2,7 +2,7 @@
 
     python -m bench [--quick]
         [--scenarios enqueue,drain,pickup,backlog,ablation,cost,fleet,processes,async,start,
-                     limit,slots,flow,chords]
+                     limit,slots,flow,chords,durable]
         [--reps 3] [--drain 50000] [--churn-s 600] [--churn-rate 200] [--with-5m]
         [--slots-base DIR]
         [--resume | --report-only] [--dsn URL] [--out DIR]
@@ -21,7 +21,8 @@ row versions each task costs) takes about 4 minutes.  ``slots`` (sleeping handle
 async, 1-256 handler slots in one ``shardq consume``) takes about 6 minutes, twice that
 with ``--slots-base`` (an earlier tree's worker side by side).  ``flow`` (the
 flow-control measurements, :mod:`bench.flow`) takes about 15 minutes, ``chords`` (chords
-beside plain tasks, :mod:`bench.chords`) about 5.  ``--resume`` re-runs the
+beside plain tasks, :mod:`bench.chords`) about 5, ``durable`` (durable tasks,
+:mod:`bench.durable`) about 8.  ``--resume`` re-runs the
 named scenarios and keeps the results file's records of the others; ``--report-only``
 re-renders from that file.
 """
@@ -37,6 +38,7 @@ from pathlib import Path
 
 from bench import harness
 from bench.chords import run as chords
+from bench.durable import run as durable
 from bench.flow import run as flow
 from bench.suite import (
     async_enqueue,
@@ -54,7 +56,7 @@ from bench.suite.settings import Settings, quick_settings
 
 OUT = harness.RESULTS_DIR / "suite"
 SCENARIOS = ("enqueue", "drain", "pickup", "backlog", "ablation", "cost", "fleet", "processes",
-             "async", "start", "limit", "slots", "flow", "chords")
+             "async", "start", "limit", "slots", "flow", "chords", "durable")
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Settings]:
@@ -123,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                  "processes": ("fleet_worker",), "async": (async_enqueue.SCENARIO,),
                  "start": ("start",), "limit": ("limit", "limit_candidate"),
                  "slots": (slot_scaling.SCENARIO,), "flow": (flow.SCENARIO,),
-                 "chords": (chords.SCENARIO,)}
+                 "chords": (chords.SCENARIO,), "durable": (durable.SCENARIO,)}
         dropped = {kind for s in wanted for kind in rerun[s]}
         records += [r for r in harness.load_records(raw)[0] if r["scenario"] not in dropped]
     steps: list[tuple[str, Callable[[], None]]] = [
@@ -140,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         ("slots", lambda: slot_scaling.run(settings, args.dsn, records)),
         ("flow", lambda: flow.run(settings, args.dsn, records)),
         ("chords", lambda: chords.run(settings, args.dsn, records)),
+        ("durable", lambda: durable.run(settings, args.dsn, records)),
     ]
     failed: list[str] = []
     for name, step in steps:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.chords import report as chords_report
+from bench.durable import report as durable_report
 from bench.flow import report as flow_report
 from bench.harness import markdown_table
 from bench.suite import async_enqueue, fleet_report, from_start, limit, slot_scaling
@@ -234,7 +235,8 @@ def render(records: list[Record], settings: Settings, machine: list[str], comman
         lambda: limit.section(records, settings),
         lambda: slot_scaling.section(records, settings),
         lambda: flow_report.section(records, settings),
-        lambda: chords_report.section(records, settings)]
+        lambda: chords_report.section(records, settings),
+        lambda: durable_report.section(records, settings)]
     for section in sections:
         lines += section()
     lines += ["## Targets", "", markdown_table(["target", "measured", ""],

@@ -84,7 +84,7 @@ class Settings:
     slots_base: str = ""  # an exported earlier tree, run side by side (--slots-base)
     scenarios: tuple[str, ...] = ("enqueue", "drain", "pickup", "backlog", "ablation", "cost",
                                   "fleet", "processes", "async", "start", "limit", "slots",
-                                  "flow", "chords")
+                                  "flow", "chords", "durable")
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -1,0 +1,1 @@
+"""Durable tasks measured side by side with plain ones (``python -m bench.durable``)."""
