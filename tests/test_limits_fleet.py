@@ -234,16 +234,22 @@ def test_a_worker_killed_mid_run_leaks_no_capacity_and_never_lets_the_limit_be_p
     fleet.client.set_limits("leased", max_running=4, create=True)
     limited.leased.enqueue_many([(n, 1.0) for n in range(16)])
     with Sampler(fleet.url, "leased") as sampler:
-        victim = fleet.daemons[0]
+        chosen: list[Daemon] = []
+
+        def a_run_began() -> bool:
+            # A run of 1 s that began less than 0.6 s ago: the kill of its worker cuts it
+            # (a loaded machine may take a few tenths of a second to read the runs and
+            # send it).  Whichever worker it is: under the limit, the slots may all go
+            # to the others for as long as the 16 tasks last.
+            for r in fleet.runs("leased"):
+                if r.ended is None and time.time() - r.started < 0.6:
+                    chosen[:] = [d for d in fleet.daemons if d.proc.pid == r.pid]
+                    return bool(chosen)
+            return False
+
+        wait_for(a_run_began, timeout=60, interval=0.02, what="a worker to start a run")
+        victim = chosen[0]
         pid = victim.proc.pid
-
-        def victim_runs() -> bool:
-            # A run of 1 s that began less than 0.6 s ago: the kill cuts it (a loaded
-            # machine may take a few tenths of a second to read the runs and send it).
-            return any(r.pid == pid and r.ended is None and time.time() - r.started < 0.6
-                       for r in fleet.runs("leased"))
-
-        wait_for(victim_runs, timeout=60, interval=0.02, what="the victim to start a run")
         victim.signal(signal.SIGKILL)
         victim.proc.wait(timeout=10)
         killed_at = time.time()  # no later than its handlers stopped
