@@ -13,9 +13,13 @@
    the machine's clock, where the bench measured the due time or the emit.
 3. Database time: ``n`` durable tasks of 10 steps against ``n`` chains of 10 plain
    tasks (``shardq.chain``), each drained by the same workers in a fresh database.
-   The database's time is ``pg_stat_database.active_time`` (the time its backends
-   spent executing statements), read once every connection closed (a backend reports
-   its figures as it exits), less what the database had spent before the run.
+   The database's time is the CPU time of the server's processes (the postmaster and
+   every process under it: backends, and the background ones) over the drain, the
+   workers' start and stop included.  ``pg_stat_database.active_time`` (the time the
+   backends spent executing statements, read once every connection closed) is shown
+   too, but it is a sum of latencies: 64 handler slots sending a checkpoint each at
+   once on 2 cores count each other's waits for the CPU, where batched claims and acks
+   do not.
 
 Every run has a fresh database on one server.  ``python -m bench.durable`` writes
 ``bench/results/durable.md``.
@@ -29,6 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import psutil
 import psycopg
 
 import shardq
@@ -56,7 +61,7 @@ class Sizes:
     spread_s: float = 5.0  # ...spread over this many seconds
     waiters: int = 10_000  # tasks waiting for events emitted at once
     single: int = 200  # events emitted one by one
-    tasks: int = 500  # durable tasks of 10 steps, and chains of 10
+    tasks: int = 2_000  # durable tasks of 10 steps, and chains of 10
 
 
 QUICK = Sizes(parked=500, live=1_000, sleepers=50, spread_s=1.0, waiters=200, single=10,
@@ -140,6 +145,15 @@ def latencies(url: str, n: int, timeout_s: float) -> list[float]:
         return [float(v) for (v,) in conn.execute("SELECT value FROM shardq.results")]
 
 
+def reruns(url: str) -> dict[str, int]:
+    """The attempts that ended otherwise than parked or acked (a lease that expired, a
+    failure), by outcome: a run that had to be made again, which a late tail shows."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        return dict(conn.execute("SELECT outcome, count(*) FROM shardq.attempts "
+                                 "WHERE outcome NOT IN ('parked', 'acked') "
+                                 "GROUP BY outcome").fetchall())
+
+
 def wake(dbs: harness.Databases, sizes: Sizes, records: list[Record]) -> None:
     """Measurement 2: sleeps, a burst of emits, and emits one by one."""
     url = harness.prepare(dbs, "shardq")
@@ -150,7 +164,7 @@ def wake(dbs: harness.Databases, sizes: Sizes, records: list[Record]) -> None:
                                   for i in range(sizes.sleepers)])
         late = latencies(url, sizes.sleepers, 60 + sizes.spread_s)
         records.append({"scenario": SCENARIO, "kind": "wake", "arm": "sleep",
-                        "tasks": sizes.sleepers, "late_s": late})
+                        "tasks": sizes.sleepers, "late_s": late, "reruns": reruns(url)})
         harness.log(f"durable wake sleep: p99 {harness.percentile(late, 99) * 1000:.0f} ms")
     dbs.close()
     for arm, n in (("emit burst", sizes.waiters), ("emit one by one", sizes.single)):
@@ -175,8 +189,9 @@ def wake(dbs: harness.Databases, sizes: Sizes, records: list[Record]) -> None:
                     time.sleep(0.02)
             emitted_s = time.perf_counter() - began
             late = latencies(url, n, 120 + n / 100)
+            again = reruns(url)
         records.append({"scenario": SCENARIO, "kind": "wake", "arm": arm, "tasks": n,
-                        "emitted_s": emitted_s, "late_s": late})
+                        "emitted_s": emitted_s, "late_s": late, "reruns": again})
         harness.log(f"durable wake {arm}: emitted in {emitted_s:.2f} s, p99 "
                     f"{harness.percentile(late, 99) * 1000:.0f} ms")
         dbs.close()
@@ -193,6 +208,31 @@ def active_ms(url: str) -> float:
         return float(harness.scalar(conn, ACTIVE))
 
 
+def server_cpu_s(url: str) -> float:
+    """CPU seconds the server's processes used so far (the postmaster and every process
+    under it: exited backends are counted in the postmaster's children's times)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        backend = psutil.Process(int(harness.scalar(conn, "SELECT pg_backend_pid()")))
+        postmaster = backend.parent()  # while this backend lives
+    assert postmaster is not None
+    total = 0.0
+    while True:
+        try:  # a child may exit while the tree is walked
+            tree = [postmaster, *postmaster.children(recursive=True)]
+            break
+        except psutil.NoSuchProcess:
+            continue
+    for proc in tree:
+        try:
+            t = proc.cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system
+        if proc.pid == postmaster.pid:
+            total += t.children_user + t.children_system  # the backends that exited
+    return total
+
+
 def dbtime(dbs: harness.Databases, sizes: Sizes, reps: int, records: list[Record]) -> None:
     """Measurement 3."""
     arms = ("chains of 10", "10-step durable")
@@ -206,7 +246,7 @@ def dbtime(dbs: harness.Databases, sizes: Sizes, reps: int, records: list[Record
                         client.enqueue_flow(shardq.chain(*[app.noop.si(i)] * app.STEPS))
                 else:
                     app.ten_steps.enqueue_many([(i,) for i in range(sizes.tasks)])
-            before = active_ms(url)
+            before, cpu = active_ms(url), server_cpu_s(url)
             began = time.perf_counter()
             with workers(url):
                 deadline = time.monotonic() + 300
@@ -216,10 +256,13 @@ def dbtime(dbs: harness.Databases, sizes: Sizes, reps: int, records: list[Record
                     time.sleep(0.05)
                 elapsed = time.perf_counter() - began
             spent = active_ms(url) - before
+            cpu_ms = (server_cpu_s(url) - cpu) * 1000
             records.append({"scenario": SCENARIO, "kind": "dbtime", "arm": arm, "rep": rep,
-                            "tasks": sizes.tasks, "db_ms": spent, "elapsed_s": elapsed})
-            harness.log(f"durable dbtime rep {rep + 1} {arm}: {spent:,.0f} ms of statements "
-                        f"({spent / sizes.tasks:.2f} ms a task), {elapsed:.1f} s")
+                            "tasks": sizes.tasks, "db_ms": spent, "cpu_ms": cpu_ms,
+                            "elapsed_s": elapsed})
+            harness.log(f"durable dbtime rep {rep + 1} {arm}: server CPU {cpu_ms:,.0f} ms "
+                        f"({cpu_ms / sizes.tasks:.2f} ms a task), statements {spent:,.0f} ms, "
+                        f"{elapsed:.1f} s")
             dbs.close()
 
 
