@@ -992,8 +992,8 @@ def test_crdb_flow_deletes_take_their_batch_directly(name: str, order: str) -> N
     assert "{limit}" in sqlfiles.text(name, "cockroachdb")
     code = flat(strip_comments(compose(name)))
     table = "shardq.flow" + ("_events" if name == "flow_take" else "s")
-    assert code.startswith(f"DELETE FROM {table}" if name == "flow_take"
-                           else f"WITH gone AS ( DELETE FROM {table}")
+    deleted = "DELETE FROM " + table
+    assert code.startswith(deleted if name == "flow_take" else "WITH gone AS ( " + deleted)
     assert f"ORDER BY {order} LIMIT {CLAIM_LIMIT} RETURNING" in code
     assert not re.search(r"\) IN \(|ARRAY\(", code)
 
