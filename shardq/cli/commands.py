@@ -7,6 +7,7 @@ controls).  Each imports what it needs when it runs, so the parser
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -77,13 +78,21 @@ def _grants(dsn: str, args: argparse.Namespace, config: ClientConfig, *,
 
 def cmd_janitor(args: argparse.Namespace) -> int:
     """Run the janitor: one pass with --once, else until interrupted."""
+    if args.once:
+        with _client(args) as client:
+            print(json.dumps(vars(client.run_janitor_once())))
+        return 0
+    # An interrupt is how it is stopped, even one that comes while it starts.
+    with contextlib.suppress(KeyboardInterrupt):
+        _janitor_until_interrupted(args)
+    return 0
+
+
+def _janitor_until_interrupted(args: argparse.Namespace) -> None:
     from shardq.core.pooler import session_refusal
     from shardq.loops.vacuum import Vacuumer
 
     with _client(args) as client:
-        if args.once:
-            print(json.dumps(vars(client.run_janitor_once())))
-            return 0
         janitor = client.janitor()
         vacuumer = Vacuumer(client)
         refusal = client.db.transaction_pooled and session_refusal(False, vacuumer.applies)
@@ -95,12 +104,9 @@ def cmd_janitor(args: argparse.Namespace) -> int:
         try:
             while janitor.running:
                 time.sleep(1)
-        except KeyboardInterrupt:
-            pass
         finally:
             vacuumer.stop()
             janitor.stop()
-    return 0
 
 
 def cmd_db(args: argparse.Namespace) -> int:
