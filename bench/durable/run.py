@@ -62,17 +62,18 @@ class Sizes:
     waiters: int = 10_000  # tasks waiting for events emitted at once
     single: int = 200  # events emitted one by one
     tasks: int = 2_000  # durable tasks of 10 steps, and chains of 10
+    processes: int = 2  # worker processes (the quick run starts one: a harness check)
 
 
 QUICK = Sizes(parked=500, live=1_000, sleepers=50, spread_s=1.0, waiters=200, single=10,
-              tasks=20)
+              tasks=20, processes=1)
 
 
 @contextmanager
-def workers(url: str, spec: dict[str, Any] | None = None) -> Iterator[None]:
+def workers(url: str, sizes: Sizes) -> Iterator[None]:
     """``shardq consume`` of the durable app, once every process consumes; stopped when
     the block ends."""
-    daemon, consuming = sys_shardq.start_cli(url, spec or WORKER)
+    daemon, consuming = sys_shardq.start_cli(url, {**WORKER, "processes": sizes.processes})
     try:
         if not consuming.wait(120):
             raise harness.RunnerError("the workers never started consuming")
@@ -98,13 +99,13 @@ PARKED = "SELECT count(*) FROM shardq.tasks WHERE parked IS NOT NULL AND exec_ti
 KEPT = "SELECT count(*) FROM shardq.results"
 
 
-def park(url: str, n: int) -> None:
+def park(url: str, n: int, sizes: Sizes) -> None:
     """``n`` tasks parked by workers running their handlers: half on sleeps, half on events."""
     with shardq.Client(url, pool_max_size=2) as client:
         app.app.use_client(client)
         for start in range(0, n, 10_000):
             app.parked.enqueue_many([(i, i % 2 == 1) for i in range(start, min(n, start + 10_000))])
-    with workers(url):
+    with workers(url, sizes):
         wait_until(url, PARKED, n, 300 + n / 100, "tasks parked")
 
 
@@ -125,7 +126,7 @@ def claim_rate(url: str, n: int) -> float:
 def parked_arms(dbs: harness.Databases, sizes: Sizes, reps: int, records: list[Record]) -> None:
     """Measurement 1."""
     quiet, busy = harness.prepare(dbs, "shardq"), harness.prepare(dbs, "shardq")
-    park(busy, sizes.parked)
+    park(busy, sizes.parked, sizes)
     for url in (quiet, busy):
         harness.checkpoint(url)
     for rep in range(reps):
@@ -157,7 +158,7 @@ def reruns(url: str) -> dict[str, int]:
 def wake(dbs: harness.Databases, sizes: Sizes, records: list[Record]) -> None:
     """Measurement 2: sleeps, a burst of emits, and emits one by one."""
     url = harness.prepare(dbs, "shardq")
-    with workers(url), shardq.Client(url, pool_max_size=2) as client:
+    with workers(url, sizes), shardq.Client(url, pool_max_size=2) as client:
         app.app.use_client(client)
         first = time.time() + 3.0  # the sleepers park before the first is due
         app.sleeper.enqueue_many([(first + i * sizes.spread_s / sizes.sleepers,)
@@ -169,7 +170,7 @@ def wake(dbs: harness.Databases, sizes: Sizes, records: list[Record]) -> None:
     dbs.close()
     for arm, n in (("emit burst", sizes.waiters), ("emit one by one", sizes.single)):
         url = harness.prepare(dbs, "shardq")
-        with workers(url), shardq.Client(url, pool_max_size=2) as client:
+        with workers(url, sizes), shardq.Client(url, pool_max_size=2) as client:
             app.app.use_client(client)
             for start in range(0, n, 10_000):
                 app.waiter.enqueue_many([(i,) for i in range(start, min(n, start + 10_000))])
@@ -248,7 +249,7 @@ def dbtime(dbs: harness.Databases, sizes: Sizes, reps: int, records: list[Record
                     app.ten_steps.enqueue_many([(i,) for i in range(sizes.tasks)])
             before, cpu = active_ms(url), server_cpu_s(url)
             began = time.perf_counter()
-            with workers(url):
+            with workers(url, sizes):
                 deadline = time.monotonic() + 300
                 while count(url, LEFT):
                     if time.monotonic() > deadline:
