@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,19 +132,6 @@ def drain(dbs: harness.Databases, sizes: Sizes, reps: int, records: list[Record]
             dbs.close()
 
 
-@contextmanager
-def _workers(url: str, spec: dict[str, Any]) -> Iterator[None]:
-    """``shardq consume`` as the suite starts it, once every worker process consumes;
-    stopped when the block ends."""
-    daemon, consuming = sys_shardq.start_cli(url, spec)
-    try:
-        if not consuming.wait(120):
-            raise harness.RunnerError("the workers never started consuming")
-        yield
-    finally:
-        sys_shardq.stop_cli(daemon)
-
-
 def _callbacks(url: str) -> dict[int, tuple[float, float, int]]:
     """The callbacks recorded so far: chord number -> (start, claim, results taken)."""
     found: dict[int, tuple[float, float, int]] = {}
@@ -163,7 +148,7 @@ def fan_in(dbs: harness.Databases, sizes: Sizes, records: list[Record]) -> None:
     url = harness.prepare(dbs, "shardq")
     spec = {**FAN_IN_WORKER, "processes": sizes.fan_in_processes, "handler": HANDLER}
     ids: list[Any] = []
-    with _workers(url, spec), shardq.Client(url, pool_max_size=1) as client:
+    with sys_shardq.consuming(url, spec), shardq.Client(url, pool_max_size=1) as client:
         began = time.perf_counter()
         for k in range(sizes.chords):
             pause = began + k * sizes.every_s - time.perf_counter()

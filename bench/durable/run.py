@@ -28,8 +28,7 @@ Every run has a fresh database on one server.  ``python -m bench.durable`` write
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,17 +68,10 @@ QUICK = Sizes(parked=500, live=1_000, sleepers=50, spread_s=1.0, waiters=200, si
               tasks=20, processes=1)
 
 
-@contextmanager
-def workers(url: str, sizes: Sizes) -> Iterator[None]:
+def workers(url: str, sizes: Sizes) -> AbstractContextManager[None]:
     """``shardq consume`` of the durable app, once every process consumes; stopped when
     the block ends."""
-    daemon, consuming = sys_shardq.start_cli(url, {**WORKER, "processes": sizes.processes})
-    try:
-        if not consuming.wait(120):
-            raise harness.RunnerError("the workers never started consuming")
-        yield
-    finally:
-        sys_shardq.stop_cli(daemon)
+    return sys_shardq.consuming(url, {**WORKER, "processes": sizes.processes})
 
 
 def count(url: str, query: str) -> int:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import psutil
 import psycopg
 
 import shardq
+from bench import harness
 from bench.suite.probe import QUEUE, Probe, send_paced
 from shardq.core.config import ClientConfig, load
 from shardq.worker.config import WorkerConfig
@@ -147,6 +148,18 @@ def start_cli(url: str, spec: dict[str, Any]) -> tuple[subprocess.Popen[str], th
 
     threading.Thread(target=watch_log, daemon=True).start()
     return daemon, all_consuming
+
+
+@contextlib.contextmanager
+def consuming(url: str, spec: dict[str, Any]) -> Iterator[None]:
+    """:func:`start_cli` once every worker process consumes; stopped when the block ends."""
+    daemon, all_consuming = start_cli(url, spec)
+    try:
+        if not all_consuming.wait(120):
+            raise harness.RunnerError("the workers never started consuming")
+        yield
+    finally:
+        stop_cli(daemon)
 
 
 def stop_cli(daemon: subprocess.Popen[str]) -> None:
