@@ -20,6 +20,23 @@ CREATE TABLE shardq.attempts (
     CONSTRAINT attempts_outcome CHECK ((outcome = ANY (ARRAY['acked'::text, 'failed'::text, 'lease_expired'::text, 'released'::text, 'deferred'::text, 'cancelled'::text, 'dead'::text, 'parked'::text])))
 );
 
+CREATE TABLE shardq.audit (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    at timestamp with time zone NOT NULL,
+    actor text NOT NULL,
+    role text NOT NULL,
+    via text NOT NULL,
+    action text NOT NULL,
+    queue text,
+    task_id uuid,
+    params jsonb,
+    outcome text NOT NULL,
+    detail text,
+    address text,
+    CONSTRAINT audit_outcome_check CHECK ((outcome = ANY (ARRAY['ok'::text, 'refused'::text, 'failed'::text]))),
+    CONSTRAINT audit_via_check CHECK ((via = ANY (ARRAY['page'::text, 'api'::text, 'cli'::text])))
+);
+
 CREATE TABLE shardq.flow_events (
     flow_id uuid NOT NULL,
     at timestamp with time zone NOT NULL,
@@ -90,6 +107,7 @@ CREATE TABLE shardq.queues (
     rate_per_group_count integer,
     rate_per_group_period_s double precision,
     rate_per_group_burst integer,
+    paused_until timestamp with time zone,
     CONSTRAINT queues_max_running_check CHECK ((max_running >= 1)),
     CONSTRAINT queues_max_running_per_group_check CHECK ((max_running_per_group >= 1)),
     CONSTRAINT queues_rate_burst_check CHECK ((rate_burst >= 1)),
@@ -110,6 +128,19 @@ CREATE TABLE shardq.results (
     finished_at timestamp with time zone NOT NULL,
     expires_at timestamp with time zone NOT NULL,
     flow_id uuid
+);
+
+CREATE TABLE shardq.sessions (
+    id text NOT NULL,
+    actor text NOT NULL,
+    role text NOT NULL,
+    credential text NOT NULL,
+    csrf text NOT NULL,
+    address text,
+    created_at timestamp with time zone NOT NULL,
+    seen_at timestamp with time zone NOT NULL,
+    idle_s integer NOT NULL,
+    expires_at timestamp with time zone NOT NULL
 );
 
 CREATE TABLE shardq.spark_ledger (
@@ -192,6 +223,9 @@ CREATE TABLE shardq.workers (
 ALTER TABLE ONLY shardq.attempts
     ADD CONSTRAINT attempts_pkey PRIMARY KEY (task_id, slot);
 
+ALTER TABLE ONLY shardq.audit
+    ADD CONSTRAINT audit_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY shardq.events
     ADD CONSTRAINT events_pkey PRIMARY KEY (name);
 
@@ -213,6 +247,9 @@ ALTER TABLE ONLY shardq.queues
 ALTER TABLE ONLY shardq.results
     ADD CONSTRAINT results_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY shardq.sessions
+    ADD CONSTRAINT sessions_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY shardq.spark_ledger
     ADD CONSTRAINT spark_ledger_pkey PRIMARY KEY (id);
 
@@ -230,6 +267,8 @@ ALTER TABLE ONLY shardq.workers
 
 CREATE INDEX attempts_ended ON shardq.attempts USING btree (ended_at);
 
+CREATE INDEX audit_at ON shardq.audit USING btree (at);
+
 CREATE INDEX events_expiry ON shardq.events USING btree (expires_at);
 
 CREATE INDEX flows_finished ON shardq.flows USING btree (finished_at) WHERE (finished_at IS NOT NULL);
@@ -237,6 +276,10 @@ CREATE INDEX flows_finished ON shardq.flows USING btree (finished_at) WHERE (fin
 CREATE INDEX results_expiry ON shardq.results USING btree (expires_at);
 
 CREATE INDEX results_flows ON shardq.results USING btree (flow_id) WHERE (flow_id IS NOT NULL);
+
+CREATE INDEX sessions_actor ON shardq.sessions USING btree (actor);
+
+CREATE INDEX sessions_expiry ON shardq.sessions USING btree (expires_at);
 
 CREATE UNIQUE INDEX tasks_ids ON shardq.tasks USING btree (id);
 

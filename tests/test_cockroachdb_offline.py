@@ -184,7 +184,9 @@ POSTGRESQL_ONLY_REVISIONS = ("0008->0009", "0013->0014", "0014->0015")
 # tasks_flows, the flows table and flows_finished, flow_events, results.flow_id and
 # results_flows.  0027 (durable tasks): tasks' three columns, their check, tasks_parked,
 # the steps and events tables, events_expiry, flows.folded, and two checks replaced.
-MULTI_STATEMENT_REVISIONS = {"0024": 4, "0026": 8, "0027": 9}
+# 0028 (operations): the audit and sessions tables, their three indexes, and
+# queues.paused_until.
+MULTI_STATEMENT_REVISIONS = {"0024": 4, "0026": 8, "0027": 9, "0028": 6}
 NOT_QUERIES = ("schema",)  # the PostgreSQL schema snapshot, never run by the Client
 # The stats' page sample (TABLESAMPLE, ctid): PostgreSQL only, where task ids are
 # time-ordered (Dialect.ordered_ids); CockroachDB samples the smallest ids (stats_sample).
