@@ -54,7 +54,7 @@ def test_janitor_once(dsn: str, client: shardq.Client) -> None:
     [task] = claim_all(client, "j", lease_s=0.001)
     report = json.loads(shardq_cli("janitor", "--once", "--dsn", dsn).stdout)
     flows = ("flow_events", "flow_released", "flow_cancelled", "flows_finished",
-             "expired_flows", "expired_events")
+             "expired_flows", "expired_events", "expired_audit", "expired_sessions")
     # What it did to flows and durable tasks' events is reported too (other tests' in
     # the shared database may have left events to fold in, or to delete).
     assert set(flows) <= set(report)

@@ -147,6 +147,16 @@ CRDB_QUERIES = (
     "spawn_flow",
     "step_save",
     "steps_load",
+    # the dashboard's audit trail and sessions (shardq.ops.audit, shardq.ops.sessions)
+    "audit_list",
+    "audit_purge",
+    "audit_write",
+    "session_close",
+    "session_get",
+    "session_open",
+    "session_touch",
+    "sessions_end",
+    "sessions_purge",
 )
 # Pieces spliced into other queries: the backoff expression, the placement rule and its
 # row sources, and the coalescing insert.

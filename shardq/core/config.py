@@ -102,6 +102,9 @@ class ClientConfig:
         7 * DAY_S, "how long an emitted event is kept for durable tasks that wait for it "
         "later (ctx.wait_event); the janitor deletes it after", low=1, high=MAX_DELAY_S,
         tuning=True)
+    audit_keep_s: float = setting(
+        365 * DAY_S, "how long the audit trail of actions (dashboard, JSON API, CLI) is "
+        "kept; the janitor deletes older rows", low=DAY_S, high=MAX_DELAY_S, tuning=True)
     worker_stale_s: float = setting(
         60.0, "a worker not seen for this long is no longer listed as alive (the janitor "
         "deletes its row); workers refresh theirs every quarter of it",

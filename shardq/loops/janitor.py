@@ -18,9 +18,10 @@ from shardq.core import validate
 from shardq.core.config import DAY_S
 from shardq.core.errors import InvalidTask
 from shardq.core.loop import Loop
+from shardq.core.plan import Plan
 from shardq.core.statements import Statements
 from shardq.loops import resolver
-from shardq.ops import attempts, durable, history, workers
+from shardq.ops import attempts, audit, durable, history, sessions, workers
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,10 @@ class JanitorReport:
     expired_events: int = 0
     """Durable tasks' events deleted: emitted longer ago than ``event_keep_s``, or
     written by a park whose deadline passed (see :mod:`shardq.ops.durable`)."""
+    expired_audit: int = 0
+    """Rows of the audit trail deleted: older than ``audit_keep_s``."""
+    expired_sessions: int = 0
+    """The dashboard's sessions deleted: past their absolute expiry."""
 
     def __add__(self, other: JanitorReport) -> JanitorReport:
         return JanitorReport(*(a + b for a, b in zip(astuple(self), astuple(other),
@@ -122,7 +127,9 @@ def janitor_pass(st: Statements, *, prune: bool = True) -> JanitorReport:
                             flow_cancelled=folded.cancelled, flows_finished=folded.finished)
     if prune:
         report += JanitorReport(expired_flows=resolver.purge(st, st.config.janitor_batch),
-                                expired_events=_events(st))
+                                expired_events=_batches(st, durable.purge_events),
+                                expired_audit=_batches(st, audit.purge),
+                                expired_sessions=_batches(st, sessions.purge))
     if prune:
         # Workers are forgotten last: the rescues above still copied the names of the
         # dead ones into the attempts they ended.
@@ -131,11 +138,12 @@ def janitor_pass(st: Statements, *, prune: bool = True) -> JanitorReport:
     return report
 
 
-def _events(st: Statements) -> int:
-    """Delete expired events in bounded batches; how many."""
+def _batches(st: Statements, purge: Callable[[Statements, int], Plan[int]]) -> int:
+    """Run a retention's bounded ``purge`` until a batch comes back short; how many rows
+    it deleted (expired events, audit rows, sessions)."""
     limit, purged = st.config.janitor_batch, 0
     while True:
-        n = st.perform(durable.purge_events(st, limit))
+        n = st.perform(purge(st, limit))
         purged += n
         if n < limit:
             return purged
