@@ -19,9 +19,9 @@ from starlette.routing import Mount
 import shardq
 from shardq.web import DashboardConfig, create_app
 from shardq.web.actions import ACTION_ROWS
-from shardq.web.auth import COOKIE, Guard
+from shardq.web.auth import COOKIE
 from tests.helpers import bucket_of, claim_all, free_port, wait_for
-from tests.web import TOKEN, call, serving
+from tests.web import TOKEN, call, log_in, serving
 
 pytestmark = pytest.mark.behaviour
 
@@ -171,15 +171,18 @@ def test_pages_render_and_escape(site: str, timed: shardq.Client) -> None:
 def test_forms_need_the_session_and_the_csrf_field(site: str, timed: shardq.Client) -> None:
     queue = fresh("forms")
     timed.enqueue(queue, {})  # a queue with no task cannot be paused
-    guard = Guard(TOKEN)
+    mine = log_in(site, TOKEN)
     url = f"{site}/actions/queues/{queue}/pause"
-    form = urlencode({"csrf": guard.csrf}).encode()
+    form = urlencode({"csrf": mine.csrf}).encode()
     assert call(url, "POST", form=form).status == 401  # no session
-    session = f"{COOKIE}={guard.session}"
     forged = urlencode({"csrf": "0" * 64}).encode()
-    assert call(url, "POST", form=forged, cookie=session).status == 403
+    assert call(url, "POST", form=forged, cookie=mine.cookie).status == 403
+    other = log_in(site, TOKEN)  # each session has a CSRF token of its own
+    assert other.csrf != mine.csrf
+    assert call(url, "POST", form=urlencode({"csrf": other.csrf}).encode(),
+                cookie=mine.cookie).status == 403
     assert queue not in timed.paused()
-    done = call(url, "POST", form=form, cookie=session)
+    done = call(url, "POST", form=form, cookie=mine.cookie)
     assert done.status == 303
     assert queue in timed.paused()
     wrong = call(f"{site}/login", "POST", form=urlencode({"token": "nope"}).encode())
@@ -188,8 +191,12 @@ def test_forms_need_the_session_and_the_csrf_field(site: str, timed: shardq.Clie
                  form=urlencode({"token": TOKEN, "next": "//evil.example/"}).encode())
     assert right.status == 303
     assert right.headers["location"] == "/"  # only this dashboard's own pages
-    assert f"{COOKIE}={guard.session}" in right.headers["set-cookie"]
-    assert "samesite=strict" in right.headers["set-cookie"].lower()
+    cookie = right.headers["set-cookie"]
+    assert cookie.startswith(f"{COOKIE}=")
+    assert "samesite=strict" in cookie.lower()
+    assert "httponly" in cookie.lower()
+    assert "secure" not in cookie.lower()
+    assert TOKEN not in cookie
 
 
 def test_pages_show_limits_and_the_form_sets_them(site: str, timed: shardq.Client) -> None:
@@ -205,8 +212,8 @@ def test_pages_show_limits_and_the_form_sets_them(site: str, timed: shardq.Clien
     assert '<b data-field="rate">100 per 60s, burst 5</b>' in page
     assert '<span class="paused" data-field="saturated">saturated</span>' in page
     assert 'id="limits-form"' not in page  # not logged in
-    guard = Guard(TOKEN)
-    session = f"{COOKIE}={guard.session}"
+    me = log_in(site, TOKEN)
+    session, csrf = me.cookie, me.csrf
     mine = call(f"{site}/queues/{queue}", cookie=session).text
     assert 'name="max_running" size="6" placeholder="none" value="1"' in mine
     assert 'name="rate" size="10" placeholder="100/60" value="100/60/5"' in mine
@@ -215,15 +222,15 @@ def test_pages_show_limits_and_the_form_sets_them(site: str, timed: shardq.Clien
               "rate_per_group": "5/1/2"}
     forged = urlencode({**wanted, "csrf": "0" * 64}).encode()
     assert call(url, "POST", form=forged, cookie=session).status == 403
-    assert call(url, "POST", form=urlencode({**wanted, "csrf": guard.csrf}).encode()
+    assert call(url, "POST", form=urlencode({**wanted, "csrf": csrf}).encode()
                 ).status == 401  # no session
     assert timed.limits(queue).limits == shardq.Limits(1, None, shardq.Rate(100, 60.0, 5))
-    done = call(url, "POST", form=urlencode({**wanted, "csrf": guard.csrf}).encode(),
+    done = call(url, "POST", form=urlencode({**wanted, "csrf": csrf}).encode(),
                 cookie=session)
     assert done.status == 303
     assert timed.limits(queue).limits == shardq.Limits(3, 2, None, shardq.Rate(5, 1.0, 2))
     assert "limits+set" in done.headers["location"]
-    bad = call(url, "POST", form=urlencode({"max_running": "0", "csrf": guard.csrf}).encode(),
+    bad = call(url, "POST", form=urlencode({"max_running": "0", "csrf": csrf}).encode(),
                cookie=session)
     assert bad.status == 400
     assert "max_running must be between 1 and" in bad.text

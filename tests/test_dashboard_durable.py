@@ -13,9 +13,8 @@ import pytest
 
 import shardq
 from shardq.web import DashboardConfig, create_app
-from shardq.web.auth import COOKIE, Guard
 from tests.durable_views_kit import QUEUE, app, approval, napper, park
-from tests.web import TOKEN, call, serving
+from tests.web import TOKEN, call, log_in, serving
 
 pytestmark = [pytest.mark.server, pytest.mark.behaviour]
 
@@ -85,12 +84,12 @@ def test_a_parked_task_can_be_cancelled_from_its_page(blocking: shardq.Client,
                                                       dsn: str) -> None:
     task_id = napper.enqueue(uuid.uuid4().hex)
     park(dsn, blocking, {task_id: "sleep"})
-    guard = Guard(TOKEN)
-    session = f"{COOKIE}={guard.session}"
     with serving(create_app(blocking, token=TOKEN)) as url:
+        me = log_in(url, TOKEN)
+        session = me.cookie
         page = call(f"{url}/tasks/{task_id}", cookie=session).text
         assert 'id="cancel"' in page
-        form = urlencode({"csrf": guard.csrf, "queue": QUEUE}).encode()
+        form = urlencode({"csrf": me.csrf, "queue": QUEUE}).encode()
         done = call(f"{url}/actions/tasks/{task_id}/cancel", "POST", form=form,
                     cookie=session)
     assert done.status == 303

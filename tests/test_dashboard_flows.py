@@ -14,9 +14,8 @@ import pytest
 import shardq
 from shardq.loops.resolver import resolve
 from shardq.web import DashboardConfig, create_app
-from shardq.web.auth import COOKIE, Guard
 from tests.helpers import claim_all
-from tests.web import TOKEN, call, serving
+from tests.web import TOKEN, call, log_in, serving
 
 pytestmark = pytest.mark.behaviour
 
@@ -150,13 +149,13 @@ def test_flow_cancel_through_the_api_needs_the_token(site: str, timed: shardq.Cl
 def test_flow_cancel_form_needs_the_session_and_the_csrf_field(site: str,
                                                                timed: shardq.Client) -> None:
     handle = started(timed, fresh("form"))
-    guard = Guard(TOKEN)
-    session = f"{COOKIE}={guard.session}"
+    me = log_in(site, TOKEN)
+    session = me.cookie
     page = call(f"{site}/flows/{handle.id}", cookie=session).text
     assert 'id="cancel-flow"' in page
-    assert f'value="{guard.csrf}"' in page
+    assert f'value="{me.csrf}"' in page
     url = f"{site}/actions/flows/{handle.id}/cancel"
-    form = urlencode({"csrf": guard.csrf}).encode()
+    form = urlencode({"csrf": me.csrf}).encode()
     assert call(url, "POST", form=form).status == 401  # no session
     forged = urlencode({"csrf": "0" * 64}).encode()
     assert call(url, "POST", form=forged, cookie=session).status == 403

@@ -4,6 +4,7 @@ client (urllib) that returns status, headers and body without raising on errors.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import urllib.error
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 import uvicorn
 
@@ -41,7 +43,8 @@ def serving(app: Any) -> Iterator[str]:
     """Serve ``app`` on 127.0.0.1 for the block; yields its base URL."""
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
-                                           log_level="warning", lifespan="off"))
+                                           log_level="warning", lifespan="off",
+                                           proxy_headers=False))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 15
@@ -85,3 +88,22 @@ def call(url: str, method: str = "GET", body: Any = None, *, token: str | None =
             return Reply(response.status, dict(response.headers.items()), response.read())
     except urllib.error.HTTPError as exc:
         return Reply(exc.code, dict(exc.headers.items()), exc.read())
+
+
+@dataclass(frozen=True)
+class Session:
+    """A logged-in page session: the Cookie header's value and the forms' CSRF field."""
+
+    cookie: str
+    csrf: str
+
+
+def log_in(site: str, token: str, path: str = "/") -> Session:
+    """Log in on ``site``'s login page with ``token``; the session it opened."""
+    done = call(f"{site}/login", "POST", form=urlencode({"token": token}).encode())
+    assert done.status == 303, (done.status, done.text)
+    cookie = done.headers["set-cookie"].split(";")[0]
+    page = call(f"{site}{path}", cookie=cookie).text
+    found = re.search(r'<meta name="shardq-csrf" content="([^"]+)">', page)
+    assert found, "the page carries no CSRF token"
+    return Session(cookie, found.group(1))

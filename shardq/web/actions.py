@@ -1,24 +1,29 @@
-"""The dashboard's actions, each bounded so that one request stays short.
+"""The operator's actions, shared by the dashboard (pages and JSON API) and the CLI:
+each bounded, so that one request stays short, and each audited.
 
-Actions over a whole queue (purge it, retry or purge its dead letters) do at most
-:data:`ACTION_ROWS` tasks a call and say whether more remain; the API's caller (or the
-page's button, pressed again) repeats them.
+Every action runs with its record in the audit trail in one transaction
+(:func:`shardq.ops.audit.audited`): ``who`` says who acts, through which door, from
+where.  Actions over a whole queue (purge it, retry or purge its dead letters) do at
+most :data:`ACTION_ROWS` tasks a call and say whether more remain; the API's caller (or
+the page's button, pressed again) repeats them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
 from shardq.core import validate
 from shardq.core.errors import InvalidTask
+from shardq.core.plan import Plan, Steps, plan
 from shardq.core.statements import Statements
-from shardq.ops import control, deadletters, flow, graphs
+from shardq.ops import audit, control, deadletters, flow, graphs
 from shardq.text import limits
 
 ACTION_ROWS = 1000
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -30,30 +35,44 @@ class Done:
     more: bool = False
 
 
-def pause(st: Statements, queue: str) -> Done:
+def run(st: Statements, who: audit.Actor, action: str, steps: Plan[Done], *,
+        queue: str | None = None, task_id: UUID | str | None = None,
+        params: Mapping[str, Any] | None = None) -> Done:
+    """Run an action's plan with its audit record, in one transaction."""
+    entry = audit.Entry(who, action, queue, task_id, dict(params or {}))
+    return st.perform(audit.audited(st, steps, entry, lambda done: done.message))
+
+
+def pause(st: Statements, who: audit.Actor, queue: str) -> Done:
     """Pause ``queue``."""
-    at = st.perform(control.pause(st, queue))
-    return Done(f"{queue} paused (since {at:%Y-%m-%d %H:%M:%S %Z})", 1)
+    def steps() -> Steps[Done]:
+        at = yield from control.pause(st, queue).steps()
+        return Done(f"{queue} paused (since {at:%Y-%m-%d %H:%M:%S %Z})", 1)
+    return run(st, who, "pause", plan(steps), queue=queue)
 
 
-def resume(st: Statements, queue: str) -> Done:
+def resume(st: Statements, who: audit.Actor, queue: str) -> Done:
     """Resume ``queue``."""
-    was = st.perform(control.resume(st, queue))
-    return Done(f"{queue} resumed" if was else f"{queue} was not paused", int(was))
+    def steps() -> Steps[Done]:
+        was = yield from control.resume(st, queue).steps()
+        return Done(f"{queue} resumed" if was else f"{queue} was not paused", int(was))
+    return run(st, who, "resume", plan(steps), queue=queue)
 
 
-def purge(st: Statements, queue: str) -> Done:
+def purge(st: Statements, who: audit.Actor, queue: str) -> Done:
     """Delete up to :data:`ACTION_ROWS` waiting tasks of ``queue``."""
-    n = st.perform(control.purge(st, queue, ACTION_ROWS))
-    more = n >= ACTION_ROWS
-    return Done(f"purged {n:,} waiting task(s) of {queue}"
-                + ("; more remain: purge again" if more else ""), n, more)
+    def steps() -> Steps[Done]:
+        n = yield from control.purge(st, queue, ACTION_ROWS).steps()
+        more = n >= ACTION_ROWS
+        return Done(f"purged {n:,} waiting task(s) of {queue}"
+                    + ("; more remain: purge again" if more else ""), n, more)
+    return run(st, who, "purge", plan(steps), queue=queue)
 
 
 LIMIT_FIELDS = ("max_running", "max_running_per_group", "rate", "rate_per_group")
 
 
-def limit(st: Statements, queue: str, fields: Mapping[str, str], *,
+def limit(st: Statements, who: audit.Actor, queue: str, fields: Mapping[str, str | None], *,
           create: bool = False) -> Done:
     """Change ``queue``'s limits named in ``fields`` (as written in
     :mod:`shardq.text.limits`; empty or ``none`` removes one); the others stay.  A
@@ -66,60 +85,77 @@ def limit(st: Statements, queue: str, fields: Mapping[str, str], *,
     changes: dict[str, Any] = {}
     for name, text in fields.items():
         parse = limits.rate if name.startswith("rate") else limits.running
-        changes[name] = parse(str(text), name)
-    old = st.perform(flow.control(st, queue)).limits
-    new = st.perform(flow.set_limits(st, queue, limits.merged(old, **changes),
-                                       create=create))
-    shown = limits.summary_of(new)
-    return Done(f"{queue}: " + (f"limits set ({shown})" if shown else "no limits"), 1)
+        changes[name] = parse(str(text or ""), name)
+
+    def steps() -> Steps[Done]:
+        old = (yield from flow.control(st, queue).steps()).limits
+        new = yield from flow.set_limits(st, queue, limits.merged(old, **changes),
+                                         create=create).steps()
+        shown = limits.summary_of(new)
+        return Done(f"{queue}: " + (f"limits set ({shown})" if shown else "no limits"), 1)
+    return run(st, who, "limits", plan(steps), queue=queue,
+               params={k: v for k, v in fields.items()})
 
 
-def cancel(st: Statements, task_id: UUID | str) -> Done:
+def cancel(st: Statements, who: audit.Actor, task_id: UUID | str) -> Done:
     """Cancel one waiting or running task."""
-    result = st.perform(control.cancel(st, task_id))
-    if result.status is None:
-        return Done(f"task {result.task_id} was not waiting or running: nothing cancelled")
-    return Done(f"task {result.task_id} cancelled (it was {result.status})", 1)
+    def steps() -> Steps[Done]:
+        result = yield from control.cancel(st, task_id).steps()
+        if result.status is None:
+            return Done(f"task {result.task_id} was not waiting or running: nothing "
+                        "cancelled")
+        return Done(f"task {result.task_id} cancelled (it was {result.status})", 1)
+    return run(st, who, "cancel", plan(steps), task_id=validate.task_id(task_id))
 
 
-def cancel_flow(st: Statements, flow_id: UUID | str) -> Done | None:
-    """Cancel every task of a flow that has not finished; None when no flow has the id."""
-    n = st.perform(graphs.cancel(st, flow_id))
-    if n:
-        return Done(f"flow {flow_id} cancelled: {n:,} task(s) that had not finished", n)
+def cancel_flow(st: Statements, who: audit.Actor, flow_id: UUID | str) -> Done | None:
+    """Cancel every task of a flow that has not finished; None when no flow has the id
+    (nothing is recorded then)."""
     if st.perform(graphs.get(st, flow_id, 0)) is None:
         return None
-    return Done(f"flow {flow_id} had ended: nothing cancelled")
+
+    def steps() -> Steps[Done]:
+        n = yield from graphs.cancel(st, flow_id).steps()
+        if n:
+            return Done(f"flow {flow_id} cancelled: {n:,} task(s) that had not finished", n)
+        return Done(f"flow {flow_id} had ended: nothing cancelled")
+    return run(st, who, "cancel_flow", plan(steps), params={"flow_id": str(flow_id)})
 
 
-def retry_dead(st: Statements, queue: str | None, ids: Iterable[UUID | str] | None) -> Done:
+def retry_dead(st: Statements, who: audit.Actor, queue: str | None,
+               ids: Iterable[UUID | str] | None) -> Done:
     """Make dead tasks eligible again: those ``ids``, or the newest
     :data:`ACTION_ROWS` of ``queue``."""
-    return _dead(st, queue, ids,
-                 lambda chosen: st.perform(deadletters.retry(st, chosen, None)), "retried")
+    return _dead(st, who, "retry_dead", queue, ids, "retried")
 
 
-def purge_dead(st: Statements, queue: str | None, ids: Iterable[UUID | str] | None) -> Done:
+def purge_dead(st: Statements, who: audit.Actor, queue: str | None,
+               ids: Iterable[UUID | str] | None) -> Done:
     """Delete dead tasks: those ``ids``, or the newest :data:`ACTION_ROWS` of ``queue``."""
-    return _dead(st, queue, ids, lambda chosen: st.perform(deadletters.delete(st, chosen)),
-                 "purged")
+    return _dead(st, who, "purge_dead", queue, ids, "purged")
 
 
-def _dead(st: Statements, queue: str | None, ids: Iterable[UUID | str] | None,
-          act: Callable[[list[UUID | str]], list[UUID]], verb: str) -> Done:
+def _dead(st: Statements, who: audit.Actor, action: str, queue: str | None,
+          ids: Iterable[UUID | str] | None, verb: str) -> Done:
     if (ids is None) == (queue is None):
         raise InvalidTask("give the ids of dead tasks or a queue, not both")
-    if ids is None:
-        assert queue is not None
-        dead = st.perform(deadletters.listing(st, queue, ACTION_ROWS))
-        chosen: list[UUID | str] = [t.id for t in dead]
-        full = len(chosen) == ACTION_ROWS
-    else:
+    chosen: list[UUID | str] = []
+    if ids is not None:
         chosen = validate.as_list(ids, "ids") if isinstance(ids, Iterable) else []
         if not 1 <= len(chosen) <= ACTION_ROWS:
             raise InvalidTask(f"give 1 to {ACTION_ROWS} ids, got {len(chosen)}")
-        full = False
-    done = act(chosen) if chosen else []
-    more = full and bool(done)
-    return Done(f"{verb} {len(done):,} dead task(s)" + ("; more remain: again" if more else ""),
-                len(done), more)
+        chosen = [validate.task_id(i) for i in chosen]
+
+    def steps() -> Steps[Done]:
+        picked, full = chosen, False
+        if queue is not None:
+            dead = yield from deadletters.listing(st, queue, ACTION_ROWS).steps()
+            picked, full = [t.id for t in dead], len(dead) == ACTION_ROWS
+        act = (deadletters.retry(st, picked, None) if action == "retry_dead"
+               else deadletters.delete(st, picked))
+        done = (yield from act.steps()) if picked else []
+        more = full and bool(done)
+        return Done(f"{verb} {len(done):,} dead task(s)"
+                    + ("; more remain: again" if more else ""), len(done), more)
+    params = {"ids": [str(i) for i in chosen]} if ids is not None else {}
+    return run(st, who, action, plan(steps), queue=queue, params=params)

@@ -2,8 +2,10 @@
 
 Reads: ``GET /api/queues``, ``/api/queues/{name}``, ``/api/tasks/{id}`` (its
 ``history`` holds its attempts), ``/api/tasks/{id}/attempts`` (a finished task's too),
-``/api/flows/{id}[?limit=]``, ``/api/workers``, ``/api/throughput[?queue=]``.  Actions
-(served only with a token, each needing ``Authorization: Bearer <token>``):
+``/api/flows/{id}[?limit=]``, ``/api/workers``, ``/api/throughput[?queue=]``, and for
+admins ``/api/audit[?actor=&action=&queue=&before=&limit=]``.  Actions (served only to
+a dashboard that knows who acts, each needing ``Authorization: Bearer <token>`` of a
+role that may, see :mod:`shardq.web.roles`):
 ``POST /api/queues/{name}/pause|resume|purge``, ``POST /api/queues/{name}/limits`` (404
 for a queue shardq does not know, unless ``?create=1``), ``POST /api/dead/retry|purge``
 with ``{"queue": ...}`` or ``{"ids": [...]}``, ``POST /api/tasks/{id}/cancel`` and
@@ -27,8 +29,10 @@ from starlette.routing import Route
 from shardq.core.errors import UnknownQueue
 from shardq.core.statements import Statements
 from shardq.ops import attempts, history, inspection, queuestats, workers
+from shardq.ops.audit import Actor
 from shardq.web import actions, reads
-from shardq.web.context import Context, context
+from shardq.web.context import context
+from shardq.web.gate import authorised, hides_payloads
 
 Endpoint = Callable[[Request], Awaitable[JSONResponse]]
 TRUE = ("1", "true", "yes")
@@ -45,7 +49,7 @@ def get_queue(request: Request) -> JSONResponse:
     """One queue's figures, task lists and hour of throughput."""
     ctx = context(request)
     view = reads.queue_view(ctx.st, request.path_params["name"])
-    return JSONResponse(reads.queue_json(view, ctx.hide_payloads))
+    return JSONResponse(reads.queue_json(view, hides_payloads(request)))
 
 
 def get_task(request: Request) -> JSONResponse:
@@ -54,7 +58,7 @@ def get_task(request: Request) -> JSONResponse:
     task = ctx.st.perform(inspection.get(ctx.st, request.path_params["id"]))
     if task is None:
         raise HTTPException(404, "no such task (finished, purged or never enqueued)")
-    return JSONResponse(reads.task_json(task, ctx.hide_payloads))
+    return JSONResponse(reads.task_json(task, hides_payloads(request)))
 
 
 def get_attempts(request: Request) -> JSONResponse:
@@ -92,22 +96,25 @@ def get_throughput(request: Request) -> JSONResponse:
     return JSONResponse({"minutes": reads.minutes_json(minutes)})
 
 
-def queue_action(act: Callable[[Statements, str], actions.Done]) -> Endpoint:
+def queue_action(action: str, act: Callable[[Statements, Actor, str], actions.Done]
+                 ) -> Endpoint:
     """The endpoint that runs ``act`` (pause, resume or purge) on the queue named."""
     async def endpoint(request: Request) -> JSONResponse:
-        ctx = _authorised(request)
-        return _done(await run_in_threadpool(act, ctx.st, request.path_params["name"]))
+        name = request.path_params["name"]
+        who = await authorised(request, action, queue=name)
+        return _done(await run_in_threadpool(act, context(request).st, who, name))
     return endpoint
 
 
-def dead_action(act: Callable[[Statements, str | None, list[str] | None], actions.Done]
-                ) -> Endpoint:
+def dead_action(action: str, act: Callable[[Statements, Actor, str | None, list[str] | None],
+                                           actions.Done]) -> Endpoint:
     """The endpoint that runs ``act`` (retry or purge) on dead letters: by ids, or a
     bounded batch of a queue's newest."""
     async def endpoint(request: Request) -> JSONResponse:
-        ctx = _authorised(request)
         body = await _body(request)
-        return _done(await run_in_threadpool(act, ctx.st, body.get("queue"), body.get("ids")))
+        who = await authorised(request, action, queue=body.get("queue"))
+        return _done(await run_in_threadpool(act, context(request).st, who,
+                                             body.get("queue"), body.get("ids")))
     return endpoint
 
 
@@ -115,7 +122,6 @@ async def post_limits(request: Request) -> JSONResponse:
     """Change the queue's limits named in the body (``{"max_running": 8, "rate":
     "100/60"}``; null removes one, one not named stays).  A queue shardq does not know
     is answered 404 unless ``?create=1`` or ``"create": true`` in the body."""
-    ctx = _authorised(request)
     try:
         body = json.loads(await request.body() or b"{}")
     except ValueError as exc:
@@ -125,10 +131,11 @@ async def post_limits(request: Request) -> JSONResponse:
                                  '...}, null to remove one')
     create = body.pop("create", False) is True or request.query_params.get("create") in TRUE
     fields = {k: "none" if v is None else str(v) for k, v in body.items()}
+    name = request.path_params["name"]
+    who = await authorised(request, "limits", queue=name)
     try:
-        return _done(await run_in_threadpool(actions.limit, ctx.st,
-                                              request.path_params["name"], fields,
-                                              create=create))
+        return _done(await run_in_threadpool(actions.limit, context(request).st, who,
+                                              name, fields, create=create))
     except UnknownQueue as exc:  # the API's hint names create=True: give the API's way
         raise UnknownQueue(exc.queue, exc.known, "to limit it before its first task, add "
                            '?create=1 or "create": true') from None
@@ -136,25 +143,20 @@ async def post_limits(request: Request) -> JSONResponse:
 
 async def post_cancel(request: Request) -> JSONResponse:
     """Cancel a waiting or running task."""
-    ctx = _authorised(request)
-    return _done(await run_in_threadpool(actions.cancel, ctx.st, request.path_params["id"]))
+    who = await authorised(request, "cancel")
+    return _done(await run_in_threadpool(actions.cancel, context(request).st, who,
+                                         request.path_params["id"]))
 
 
 async def post_cancel_flow(request: Request) -> JSONResponse:
     """Cancel every task of a flow that has not finished (404 for an unknown flow)."""
-    ctx = _authorised(request)
-    done = await run_in_threadpool(actions.cancel_flow, ctx.st, request.path_params["id"])
+    who = await authorised(request, "cancel_flow")
+    done = await run_in_threadpool(actions.cancel_flow, context(request).st, who,
+                                   request.path_params["id"])
     if done is None:
         raise HTTPException(404, "no such flow (it ended longer ago than its keep_result_s, "
                                  "or never existed)")
     return _done(done)
-
-
-def _authorised(request: Request) -> Context:
-    ctx = context(request)
-    assert ctx.guard is not None  # action routes exist only with a guard
-    ctx.guard.check_bearer(request)
-    return ctx
 
 
 async def _body(request: Request) -> dict[str, Any]:
@@ -181,11 +183,11 @@ READS = [
     Route("/api/throughput", get_throughput),
 ]
 ACTIONS = [
-    *(Route(f"/api/queues/{{name}}/{verb}", queue_action(act), methods=["POST"])
+    *(Route(f"/api/queues/{{name}}/{verb}", queue_action(verb, act), methods=["POST"])
       for verb, act in (("pause", actions.pause), ("resume", actions.resume),
                         ("purge", actions.purge))),
     Route("/api/queues/{name}/limits", post_limits, methods=["POST"]),
-    *(Route(f"/api/dead/{verb}", dead_action(act), methods=["POST"])
+    *(Route(f"/api/dead/{verb}", dead_action(f"{verb}_dead", act), methods=["POST"])
       for verb, act in (("retry", actions.retry_dead), ("purge", actions.purge_dead))),
     Route("/api/tasks/{id}/cancel", post_cancel, methods=["POST"]),
     Route("/api/flows/{id}/cancel", post_cancel_flow, methods=["POST"]),

@@ -19,34 +19,48 @@ from shardq.core.errors import (
     ShardqError,
     UnknownQueue,
 )
-from shardq.web import api, flowpages, pages
-from shardq.web.auth import Guard
+from shardq.web import api, flowpages, pages, trail
+from shardq.web.auth import Authority, Resolver
 from shardq.web.config import DashboardConfig
 from shardq.web.context import Context
+from shardq.web.gate import guarded
+from shardq.web.proxy import Forwarded, ProxyIdentity
+from shardq.web.users import UsersFile
 
 
 def create_app(client: Client, config: DashboardConfig | None = None, *,
-               token: str | None = None) -> Starlette:
+               token: str | None = None, resolver: Resolver | None = None) -> Starlette:
     """The dashboard for ``client``'s schema, as an ASGI app to serve or to mount.
 
-    Actions (pause, resume, purge, cancel a task or a flow, retry and purge dead letters)
-    are served only with a ``token`` and without ``config.read_only``; the client stays
-    the caller's to close.  Mount it under a path of your own app::
+    Who may use it: with ``token``, whoever holds it acts as ``admin`` and anyone reads;
+    with ``config.users_file``, each named credential's role decides; with
+    ``config.proxy_user_header``, a trusted proxy's headers do; with ``resolver`` (a
+    function of the request returning a :class:`~shardq.web.roles.User` or None, or an
+    awaitable of one), the embedding app does.  Without any, or with
+    ``config.read_only``, no action is served.  The client stays the caller's to
+    close.  Mount it under a path of your own app::
 
         Mount("/queues", app=create_app(client, token=secret))
     """
     config = config or DashboardConfig()
-    if token is not None and config.read_only:
-        raise ValueError("a read-only dashboard takes no token")
-    guard = Guard(token) if token else None
+    if config.read_only and (token is not None or resolver is not None):
+        raise ValueError("a read-only dashboard takes no token nor resolver")
+    if config.proxy_user_header:
+        resolver = ProxyIdentity(config)
+    users = UsersFile(config.users_file) if config.users_file else None
+    authority = Authority(config, token=token, users=users, resolver=resolver)
     routes = [*api.READS, *pages.READS, *flowpages.READS]
-    if guard is not None:
+    if authority.mode != "open":
+        routes += [*pages.LOGOUT, *trail.ROUTES]
+    if authority.acts:
         routes += [*api.ACTIONS, *pages.ACTIONS, *flowpages.ACTIONS]
-    app = Starlette(routes=routes, exception_handlers={
+    public = pages.LOGIN if authority.logs_in else []
+    app = Starlette(routes=[*public, *(guarded(r) for r in routes)], exception_handlers={
         HTTPException: _http_error, UnknownQueue: _unknown, InvalidTask: _invalid,
         PermissionDenied: _refused, DatabaseError: _unavailable, ShardqError: _invalid})
-    app.state.shardq = Context(client.statements, guard, config.hide_payloads,
+    app.state.shardq = Context(client.statements, authority, config.hide_payloads,
                                config.refresh_ms)
+    app.add_middleware(Forwarded, trusted=config.proxies())
     app.add_middleware(ServerTiming)
     return app
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from shardq.core.config import MAX_PORT, check_settings, setting
+from shardq.core.config import DAY_S, MAX_PORT, check_settings, setting
 from shardq.core.errors import ConfigError
+from shardq.web.roles import ROLES
 
 MIN_TOKEN_CHARS = 16
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 @dataclass(frozen=True)
@@ -20,20 +23,79 @@ class DashboardConfig:
     host: str = setting("127.0.0.1", "address to listen on (127.0.0.1: this machine only)")
     port: int = setting(8080, "port to listen on", low=1, high=MAX_PORT)
     token_file: str | None = setting(
-        None, "file holding the token that actions need: a bearer token for the JSON API, "
-              "entered once on the login page for the web pages (without it, or with "
-              "--read-only, no action is served)")
+        None, "file holding the one token of an admin: a bearer token for the JSON API, "
+              "entered once on the login page for the web pages (without it, --users or "
+              "--proxy-user-header, or with --read-only, no action is served)")
+    users_file: str | None = setting(
+        None, "file of named credentials, each with a role (viewer, operator, admin), made "
+              "with `shardq dashboard user add`: every page and call then needs one")
+    proxy_user_header: str | None = setting(
+        None, "trust an authenticating proxy (single sign-on): the request header that "
+              "names the user, e.g. X-Forwarded-User; requests from other addresses than "
+              "--trusted-proxies are refused")
+    proxy_role_header: str | None = setting(
+        None, "with --proxy-user-header: the header naming the user's role, or groups among "
+              "which the highest role named counts (e.g. X-Forwarded-Groups)")
+    proxy_default_role: str | None = setting(
+        None, "with --proxy-user-header: the role of a user whose role header names none "
+              "(without it, such a user is refused)")
+    trusted_proxies: str = setting(
+        "127.0.0.1,::1", "addresses or networks of the proxies whose X-Forwarded-Proto and "
+                         "X-Forwarded-For count (comma-separated)")
     read_only: bool = setting(False, "serve no actions at all, whoever asks")
     hide_payloads: bool = setting(False, "show payloads' sizes, never their contents "
                                          "(payloads may hold personal data)")
+    session_idle_s: float = setting(1800.0, "a login session unused this long ends",
+                                    low=60, high=7 * DAY_S, tuning=True)
+    session_max_s: float = setting(12 * 3600.0, "a login session ends this long after the "
+                                   "login, used or not", low=60, high=30 * DAY_S, tuning=True)
+    login_attempts: int = setting(10, "logins one address may try per --login-window-s",
+                                  low=1, high=10_000, tuning=True)
+    login_window_s: float = setting(60.0, "the window of --login-attempts", low=1,
+                                    high=DAY_S, tuning=True)
+    tls_cert_file: str | None = setting(
+        None, "serve HTTPS with this certificate (PEM; with --tls-key-file)")
+    tls_key_file: str | None = setting(None, "the private key of --tls-cert-file (PEM)")
     refresh_ms: int = setting(2000, "how often the pages refresh their figures",
                               low=250, high=3_600_000, tuning=True)
 
     def __post_init__(self) -> None:
         check_settings(self)
-        if self.read_only and self.token_file:
-            raise ConfigError("--read-only serves no actions: give it or --token-file, "
+        sources = [flag for flag, value in (("--token-file", self.token_file),
+                                            ("--users-file", self.users_file),
+                                            ("--proxy-user-header", self.proxy_user_header))
+                   if value]
+        if len(sources) > 1:
+            raise ConfigError(f"give one of {', '.join(sources)}: each says who may use the "
+                              "dashboard")
+        if self.read_only and sources:
+            raise ConfigError(f"--read-only serves no actions: give it or {sources[0]}, "
                               "not both")
+        for flag, value in (("--proxy-role-header", self.proxy_role_header),
+                            ("--proxy-default-role", self.proxy_default_role)):
+            if value and not self.proxy_user_header:
+                raise ConfigError(f"{flag} needs --proxy-user-header")
+        if self.proxy_default_role and self.proxy_default_role not in ROLES:
+            raise ConfigError(f"--proxy-default-role {self.proxy_default_role!r}: the roles "
+                              "are " + ", ".join(ROLES))
+        if self.proxy_user_header and not (self.proxy_role_header or self.proxy_default_role):
+            raise ConfigError("--proxy-user-header needs --proxy-role-header or "
+                              "--proxy-default-role: say which role the proxy's users get")
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise ConfigError("give --tls-cert-file and --tls-key-file together")
+        self.proxies()  # a bad address is refused at start, in one line
+
+    def proxies(self) -> list[Network]:
+        """The trusted proxies' networks."""
+        found = []
+        for part in self.trusted_proxies.split(","):
+            if part.strip():
+                try:
+                    found.append(ipaddress.ip_network(part.strip(), strict=False))
+                except ValueError:
+                    raise ConfigError(f"--trusted-proxies: {part.strip()!r} is not an "
+                                      "address or a network (10.0.0.5, 10.0.0.0/24)") from None
+        return found
 
 
 def read_token(path: str) -> str:

@@ -1,4 +1,4 @@
-"""What every dashboard route needs: the statements, the guard and the settings."""
+"""What every dashboard route needs: the statements, the authority and the settings."""
 
 from __future__ import annotations
 
@@ -7,23 +7,24 @@ from dataclasses import dataclass
 from starlette.requests import Request
 
 from shardq.core.statements import Statements
-from shardq.web.auth import Guard
+from shardq.web.auth import Authority
 
 
 @dataclass(frozen=True)
 class Context:
-    """One dashboard's statements layer, its guard (None: no actions are served) and how
-    it shows things."""
+    """One dashboard's statements layer, who may use it (its authority) and how it shows
+    things."""
 
     st: Statements
-    guard: Guard | None
+    authority: Authority
     hide_payloads: bool
     refresh_ms: int
 
     @property
     def actions(self) -> bool:
-        """Whether this dashboard serves actions (it has a token and is not read-only)."""
-        return self.guard is not None
+        """Whether this dashboard serves actions (it knows who acts, and is not
+        read-only)."""
+        return self.authority.acts
 
 
 def context(request: Request) -> Context:

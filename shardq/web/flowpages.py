@@ -47,9 +47,9 @@ def flow_figures(request: Request) -> Response:
 
 async def cancel_flow_action(request: Request) -> Response:
     """Cancel every task of the flow that has not finished, then show the flow."""
-    ctx, _ = await checked(request)
+    who, _ = await checked(request, "cancel_flow")
     flow_id = request.path_params["id"]
-    done = await run_in_threadpool(actions.cancel_flow, ctx.st, flow_id)
+    done = await run_in_threadpool(actions.cancel_flow, context(request).st, who, flow_id)
     if done is None:
         raise HTTPException(404, GONE)
     return back(request, "flow", done, id=flow_id)

@@ -9,6 +9,7 @@ field (:mod:`shardq.web.auth`) and come back to the page with what was done.
 
 from __future__ import annotations
 
+from math import ceil
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
@@ -21,11 +22,15 @@ from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
 from shardq.core.errors import UnknownQueue
-from shardq.ops import attempts, history, inspection, queuestats, workers
+from shardq.ops import attempts, audit, history, inspection, queuestats, sessions, workers
+from shardq.ops.audit import Actor
+from shardq.ops.sessions import Opened
 from shardq.text import durable, figures, limits
 from shardq.web import actions, chart, reads
-from shardq.web.auth import COOKIE
-from shardq.web.context import Context, context
+from shardq.web.auth import COOKIE, actor, address
+from shardq.web.context import context
+from shardq.web.gate import authorised, caller, hides_payloads, refuse, root, set_cookie
+from shardq.web.roles import User
 from shardq.web.timeline import timeline
 
 ENV = Environment(loader=PackageLoader("shardq.web", "templates"), autoescape=True)
@@ -38,11 +43,15 @@ TEMPLATES = Jinja2Templates(env=ENV)
 
 def render(request: Request, name: str, values: dict[str, Any], status: int = 200) -> Response:
     """Template ``name`` with the values every page uses."""
-    ctx = context(request)
-    logged_in = ctx.guard is not None and ctx.guard.logged_in(request)
+    ctx, found = context(request), caller(request)
     return TEMPLATES.TemplateResponse(request, name, {
-        "ctx": ctx, "now": reads.now(ctx.st), "logged_in": logged_in,
-        "csrf": ctx.guard.csrf if logged_in and ctx.guard else "",
+        "ctx": ctx, "now": reads.now(ctx.st), "user": found.user,
+        "logged_in": found.user is not None,
+        "csrf": found.session.csrf if found.session is not None else "",
+        "hide_payloads": hides_payloads(request),
+        # Forms need the session's CSRF token: a page shows those its user may post.
+        "may": lambda action: bool(ctx.actions and found.user is not None and found.session
+                                   and found.user.may(action)),
         "done": request.query_params.get("done"), **values}, status_code=status)
 
 
@@ -113,64 +122,95 @@ def chart_svg(request: Request) -> Response:
 
 
 def login_page(request: Request) -> Response:
-    """The form that asks for the token."""
+    """The form that asks for a token."""
     return render(request, "login.html", {"next": _local(request, request.query_params)})
 
 
 async def login(request: Request) -> Response:
-    """Check the token; on success set the session cookie and go back."""
-    ctx, form = _guarded(request), await _form(request)
-    assert ctx.guard is not None
-    if not ctx.guard.matches(form.get("token", "")):
+    """Check the token (at most ``login_attempts`` tries per address and window); on
+    success open a session, set its cookie and go back.  Both are recorded."""
+    ctx, form = context(request), await _form(request)
+    authority = ctx.authority
+    wait_s = authority.throttle.allow(address(request) or "")
+    if wait_s:
+        await refuse(request, User("?", "viewer"), "login", "too many login attempts")
+        return render(request, "login.html", {
+            "next": _local(request, form),
+            "error": f"too many attempts: try again in {ceil(wait_s)} s"}, 429)
+    found = await run_in_threadpool(authority.credential, form.get("token", ""))
+    if found is None:
+        await refuse(request, User("?", "viewer"), "login", "wrong token")
         return render(request, "login.html", {"next": _local(request, form),
                                               "error": "wrong token"}, 403)
+    user, credential = found
+    opened = await run_in_threadpool(_open, request, user, credential)
     response = RedirectResponse(_local(request, form), 303)
-    response.set_cookie(COOKIE, ctx.guard.session, httponly=True, samesite="strict",
-                        secure=request.url.scheme == "https", path=_root(request))
+    set_cookie(request, response, opened.cookie)
     return response
 
 
+def _open(request: Request, user: User, credential: str) -> Opened:
+    st = context(request).st
+    entry = audit.Entry(actor(request, user), "login")
+    opened = context(request).authority.open(st, user, credential, address(request))
+    st.perform(audit.record(st, entry, "ok", f"{user.name} logged in as {user.role}"))
+    return opened
+
+
 async def logout(request: Request) -> Response:
-    """Forget the session cookie."""
+    """End the session (recorded) and forget its cookie."""
+    ctx, found = context(request), caller(request)
+    cookie = request.cookies.get(COOKIE)
+    if cookie and found.user is not None:
+        entry = audit.Entry(actor(request, found.user), "logout")
+        await run_in_threadpool(ctx.st.perform, audit.audited(
+            ctx.st, sessions.close(ctx.st, cookie), entry, lambda _: "logged out"))
     response = RedirectResponse(request.url_for("queues"), 303)
-    response.delete_cookie(COOKIE, path=_root(request))
+    response.delete_cookie(COOKIE, path=root(request))
     return response
 
 
 async def queue_action(request: Request) -> Response:
     """Pause, resume, purge or limit the queue named, then show its page."""
-    ctx, form = await checked(request)
+    form = await _form(request)
     name, verb = request.path_params["name"], request.path_params["verb"]
+    st = context(request).st
     if verb == "limit":  # the form's four fields: an empty one (not posted) removes it
+        who = await authorised(request, "limits", csrf=form.get("csrf"), queue=name)
         fields = {f: form.get(f) for f in actions.LIMIT_FIELDS}
         try:
-            done = await run_in_threadpool(actions.limit, ctx.st, name, fields)
+            done = await run_in_threadpool(actions.limit, st, who, name, fields)
         except UnknownQueue as exc:  # the API's hint names create=True: not for a form
             raise UnknownQueue(exc.queue, exc.known) from None
         return back(request, "queue", done, name=name)
     act = {"pause": actions.pause, "resume": actions.resume, "purge": actions.purge}.get(verb)
     if act is None:
         raise HTTPException(404, f"no action {verb!r}")
-    done = await run_in_threadpool(act, ctx.st, name)
+    who = await authorised(request, verb, csrf=form.get("csrf"), queue=name)
+    done = await run_in_threadpool(act, st, who, name)
     return back(request, "queue", done, name=name)
 
 
 async def dead_action(request: Request) -> Response:
     """Retry or purge dead letters of the page's queue (those ticked, or a batch)."""
-    ctx, form = await checked(request)
+    form = await _form(request)
     verb = request.path_params["verb"]
     act = {"retry": actions.retry_dead, "purge": actions.purge_dead}.get(verb)
     if act is None:
         raise HTTPException(404, f"no action {verb!r}")
     queue, ids = form.get("queue", ""), form.getlist("id")
-    done = await run_in_threadpool(act, ctx.st, None if ids else queue, ids or None)
+    who = await authorised(request, f"{verb}_dead", csrf=form.get("csrf"), queue=queue)
+    done = await run_in_threadpool(act, context(request).st, who, None if ids else queue,
+                                   ids or None)
     return back(request, "queue", done, name=queue)
 
 
 async def cancel_action(request: Request) -> Response:
     """Cancel the task, then show its queue's page."""
-    ctx, form = await checked(request)
-    done = await run_in_threadpool(actions.cancel, ctx.st, request.path_params["id"])
+    form = await _form(request)
+    who = await authorised(request, "cancel", csrf=form.get("csrf"))
+    done = await run_in_threadpool(actions.cancel, context(request).st, who,
+                                   request.path_params["id"])
     queue = form.get("queue")
     return back(request, "queue", done, name=queue) if queue else back(request, "queues", done)
 
@@ -192,20 +232,11 @@ async def _form(request: Request) -> Form:
     return Form(parse_qs((await request.body()).decode("utf-8", "replace")))
 
 
-def _guarded(request: Request) -> Context:
-    ctx = context(request)
-    if ctx.guard is None:  # the routes exist only with a guard; this is for the type
-        raise HTTPException(404)
-    return ctx
-
-
-async def checked(request: Request) -> tuple[Context, Form]:
-    """The dashboard's context and the posted form, once its session and CSRF field are
-    checked (401, 403 otherwise)."""
-    ctx, form = _guarded(request), await _form(request)
-    assert ctx.guard is not None
-    ctx.guard.check_form(request, form.get("csrf"))
-    return ctx, form
+async def checked(request: Request, action: str) -> tuple[Actor, Form]:
+    """The actor of ``action`` and the posted form, once the form's CSRF field and the
+    caller's role are checked (401, 403 otherwise)."""
+    form = await _form(request)
+    return await authorised(request, action, csrf=form.get("csrf")), form
 
 
 def back(request: Request, route: str, done: actions.Done, **params: str) -> Response:
@@ -214,17 +245,13 @@ def back(request: Request, route: str, done: actions.Done, **params: str) -> Res
     return RedirectResponse(url, 303)
 
 
-def _root(request: Request) -> str:
-    return str(request.scope.get("root_path") or "") + "/"
-
-
 def _local(request: Request, fields: Any) -> str:
     """The ``next`` field when it is a path of this dashboard, else its first page."""
     wanted = str(fields.get("next") or "")
-    root = _root(request)
-    if wanted.startswith(root) and not wanted.startswith("//") and "\\" not in wanted:
+    base = root(request)
+    if wanted.startswith(base) and not wanted.startswith("//") and "\\" not in wanted:
         return wanted
-    return root
+    return base
 
 
 def login_url(request: Request) -> str:
@@ -244,10 +271,12 @@ READS = [
     Route("/workers", workers_page, name="workers"),
     Route("/chart.svg", chart_svg, name="chart"),
 ]
-ACTIONS = [
+LOGIN = [  # served to anyone: the gate does not stand before them
     Route("/login", login_page, name="login"),
     Route("/login", login, methods=["POST"], name="login_post"),
-    Route("/logout", logout, methods=["POST"], name="logout"),
+]
+LOGOUT = [Route("/logout", logout, methods=["POST"], name="logout")]
+ACTIONS = [
     Route("/actions/queues/{name}/{verb}", queue_action, methods=["POST"], name="queue_action"),
     Route("/actions/dead/{verb}", dead_action, methods=["POST"], name="dead_action"),
     Route("/actions/tasks/{id}/cancel", cancel_action, methods=["POST"], name="cancel_action"),
