@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from shardq.cli import ops as cli_ops
+from shardq.cli.acting import act
 from shardq.core.config import ClientConfig, from_arguments
 from shardq.core.errors import ConfigError
 from shardq.core.redaction import redact
@@ -148,6 +149,8 @@ def cmd_task(args: argparse.Namespace) -> int:
 
 def cmd_dead(args: argparse.Namespace) -> int:
     """List, retry or purge dead tasks."""
+    from shardq.client import Client
+
     with _client(args) as client:
         if args.action == "list":
             for info in client.dead(args.queue, limit=args.limit):
@@ -160,15 +163,21 @@ def cmd_dead(args: argparse.Namespace) -> int:
             if bool(args.ids) == bool(args.queue):
                 print("shardq: give task ids or --queue", file=sys.stderr)
                 return 2
-            retried = client.retry_dead(args.ids or None, queue=args.queue)
+            retried = act(client, "retry_dead", Client.retry_dead.make(
+                client, args.ids or None, queue=args.queue),
+                lambda ids: f"retried {len(ids):,} dead task(s)", queue=args.queue,
+                params={"ids": args.ids} if args.ids else None)
             print(f"retried {len(retried)} task(s)")
         elif not args.yes:
             print(f"shardq: purge deletes dead tasks of {args.queue} for good: add --yes",
                   file=sys.stderr)
             return 2
         else:
-            print(f"purged {client.purge_dead(args.queue, older_than_s=args.older_than_s)} "
-                  "task(s)")
+            purged = act(client, "purge_dead", Client.purge_dead.make(
+                client, args.queue, older_than_s=args.older_than_s),
+                lambda n: f"purged {n:,} dead task(s)", queue=args.queue,
+                params={"older_than_s": args.older_than_s})
+            print(f"purged {purged} task(s)")
     return 0
 
 

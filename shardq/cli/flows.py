@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from shardq.cli.acting import act
 from shardq.core.config import ClientConfig, from_arguments
 from shardq.core.redaction import redact
 
@@ -33,9 +34,13 @@ def _client(args: argparse.Namespace) -> Client:
 
 def cmd_flow(args: argparse.Namespace) -> int:
     """Show one flow (a table, or JSON with --json), or cancel it."""
+    from shardq.client import Client
+
     with _client(args) as client:
         if args.action == "cancel":
-            cancelled = client.cancel_flow(args.id)
+            cancelled = act(client, "cancel_flow", Client.cancel_flow.make(client, args.id),
+                            lambda n: f"cancelled {n:,} task(s) of the flow",
+                            params={"flow_id": args.id})
             flow = None if cancelled else client.flow(args.id, limit=0)
         else:
             flow = client.flow(args.id, limit=args.limit)

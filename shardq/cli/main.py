@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
+from shardq.cli import console as cli_console
 from shardq.cli import flows as cli_flows
 from shardq.cli import ops as cli_ops
 from shardq.cli.commands import (
@@ -137,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_flows.add_commands(command)
     cli_ops.add_commands(sub, command)
+    cli_console.add_commands(command)
 
     p = sub.add_parser("dead", help="dead letters: list, retry or purge them")
     p.set_defaults(handler=cmd_dead)

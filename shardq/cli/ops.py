@@ -1,5 +1,5 @@
-"""The operator's commands of the ``shardq`` CLI: ``stats``, ``top``, ``dashboard``,
-``workers``, ``queue pause|resume|purge|limit`` and ``task cancel`` (registered by
+"""The operator's commands of the ``shardq`` CLI: ``stats``, ``top``, ``workers``,
+``queue pause|resume|purge|limit`` and ``task cancel`` (registered by
 :func:`shardq.cli.main.build_parser`)."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from shardq.cli.acting import act
 from shardq.core.config import ClientConfig, add_arguments, from_arguments
 from shardq.core.errors import ConfigError, InvalidTask, UnknownQueue
 from shardq.core.redaction import redact
 from shardq.text import durable
-from shardq.web.config import DashboardConfig, read_token
 
 if TYPE_CHECKING:
     from shardq.client import Client
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 Handler = Callable[[argparse.Namespace], int]
 MAX_BUDGET_S = 86_400 * 365
+PURGE_BATCH = 10_000  # waiting tasks `queue purge` deletes per transaction
 
 
 def budget(raw: str) -> float:
@@ -91,8 +92,12 @@ def cmd_top(args: argparse.Namespace) -> int:
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     """``shardq task cancel ID``: remove a waiting task, or stop a running one."""
+    from shardq.client import Client
+
     with _client(args) as client:
-        done = client.cancel(args.id)
+        done = act(client, "cancel", Client.cancel.make(client, args.id),
+                   lambda d: f"cancelled (it was {d.status})" if d.status else
+                   "nothing to cancel", task_id=args.id)
     if done.status is None:
         print(f"shardq: no waiting or running task {args.id} (finished, dead or never "
               "enqueued)", file=sys.stderr)
@@ -143,23 +148,36 @@ def cmd_queue(args: argparse.Namespace) -> int:
     """Pause, resume, purge or limit one queue."""
     if args.action == "limit":
         return cmd_limit(args)
+    from shardq.client import Client
+    from shardq.ops import control
+
+    q = args.queue
     with _client(args) as client:
         if args.action == "pause":
             try:
-                since = client.pause(args.queue, create=args.create)
+                since = act(client, "pause", Client.pause.make(client, q, create=args.create),
+                            lambda at: f"{q} paused (since {at.isoformat()})", queue=q)
             except UnknownQueue as exc:  # the API's hint names create=True: give the flag
                 raise UnknownQueue(exc.queue, exc.known, "to pause it before its first "
                                    "task, add --create") from None
             print(f"queue {args.queue} paused since {since.isoformat()}")
         elif args.action == "resume":
-            print(f"queue {args.queue} " + ("resumed" if client.resume(args.queue)
-                                            else "was not paused"))
+            was = act(client, "resume", Client.resume.make(client, q),
+                      lambda was: f"{q} resumed" if was else f"{q} was not paused", queue=q)
+            print(f"queue {q} " + ("resumed" if was else "was not paused"))
         elif not args.yes:
             print(f"shardq: purge deletes every waiting task of {args.queue}: add --yes",
                   file=sys.stderr)
             return 2
         else:
-            print(f"purged {client.purge(args.queue)} waiting task(s) of {args.queue}")
+            # In bounded batches, each with its record: no transaction holds a whole
+            # queue's deletions.
+            purged, batch = 0, PURGE_BATCH
+            while batch == PURGE_BATCH:
+                batch = act(client, "purge", control.purge(client.statements, q, PURGE_BATCH),
+                            lambda n: f"purged {n:,} waiting task(s) of {q}", queue=q)
+                purged += batch
+            print(f"purged {purged} waiting task(s) of {q}")
     return 0
 
 
@@ -179,10 +197,12 @@ def cmd_limit(args: argparse.Namespace) -> int:
         if changes or args.clear:
             new = limits.merged(Limits() if args.clear else found.limits, **changes)
             try:
-                client.set_limits(args.queue, max_running=new.max_running,
-                                  max_running_per_group=new.max_running_per_group,
-                                  rate=new.rate, rate_per_group=new.rate_per_group,
-                                  create=args.create)
+                act(client, "limits", Client.set_limits.make(
+                    client, args.queue, max_running=new.max_running,
+                    max_running_per_group=new.max_running_per_group, rate=new.rate,
+                    rate_per_group=new.rate_per_group, create=args.create),
+                    lambda set_: "limits set: " + (limits.summary_of(set_) or "none"),
+                    queue=args.queue, params={k: str(v) for k, v in changes.items()})
             except UnknownQueue as exc:  # the API's hint names create=True: give the flag
                 raise UnknownQueue(exc.queue, exc.known, "to limit it before its first "
                                    "task, add --create") from None
@@ -198,28 +218,6 @@ def cmd_limit(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_dashboard(args: argparse.Namespace) -> int:
-    """Serve the web dashboard until interrupted."""
-    try:
-        from shardq.web.app import create_app
-        from shardq.web.serve import listen, serve, stopped_by_signals
-    except ImportError as exc:
-        raise ConfigError(f"shardq dashboard needs the web extra ({exc.name} is missing): "
-                          "pip install 'shardq[web]'") from exc
-    config = from_arguments(DashboardConfig, args)
-    token = read_token(config.token_file) if config.token_file else None
-    # Bound first, so that a port in use is one line and nothing is announced.
-    with listen(config.host, config.port) as sock, stopped_by_signals() as stop, \
-            _client(args) as client:
-        app = create_app(client, config, token=token)
-        mode = ("actions need the token" if token else
-                "read-only" if config.read_only else "read-only: no --token-file given")
-        print(f"shardq dashboard on http://{config.host}:{config.port}/ ({mode})",
-              file=sys.stderr, flush=True)
-        serve(app, sock, stop)
-    return 0
-
-
 def add_commands(sub: Any,
                  command: Callable[[str, Handler, str], argparse.ArgumentParser]) -> None:
     """Register ``stats``, ``top`` and ``queue`` on the CLI's subparsers ``sub``
@@ -232,10 +230,6 @@ def add_commands(sub: Any,
     p.add_argument("--json", action="store_true", help="JSON for scripts instead of a table")
     p.add_argument("--slo-s", type=budget, default=0.0,
                    help="process-by budget per task: adds the SLO forecasts")
-
-    p = command("dashboard", cmd_dashboard, "serve the web dashboard: queues, dead letters, "
-                "tasks and a JSON API (pip install 'shardq[web]')")
-    add_arguments(p, DashboardConfig)
 
     p = command("workers", cmd_workers, "the worker processes: alive or stale, the tasks "
                                         "each holds, when each was last seen")

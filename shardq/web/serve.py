@@ -14,6 +14,7 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from shardq.core.errors import ConfigError
+from shardq.web.config import DashboardConfig
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -83,10 +84,14 @@ def stopped_by_signals() -> Iterator[Stop]:
             signal.signal(sig, handler)
 
 
-def serve(app: ASGIApp, sock: socket.socket, stop: Stop) -> None:
+def serve(app: ASGIApp, sock: socket.socket, stop: Stop, config: DashboardConfig) -> None:
     """Serve ``app`` on the bound socket ``sock`` until a signal asks ``stop`` (from
-    :func:`stopped_by_signals`) to end it."""
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    :func:`stopped_by_signals`) to end it; over HTTPS with ``config``'s certificate."""
+    # uvicorn's own reading of X-Forwarded-* is off: the dashboard reads them itself, from
+    # its --trusted-proxies only, and needs the peer's address (shardq.web.proxy).
+    server = uvicorn.Server(uvicorn.Config(
+        app, log_level="warning", proxy_headers=False, ssl_certfile=config.tls_cert_file,
+        ssl_keyfile=config.tls_key_file))
     stop.server = server
     if not stop.requested:  # a signal may have come just before the server was known
         server.run(sockets=[sock])
