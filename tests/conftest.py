@@ -216,7 +216,8 @@ def client(dsn: str, client_kind: str, databases: Databases) -> Iterator[shardq.
     ``both_clients``, each client in turn)."""
     with psycopg.connect(databases.direct(dsn), autocommit=True) as conn:
         conn.execute("TRUNCATE shardq.tasks, shardq.attempts, shardq.workers, shardq.flows, "
-                     "shardq.flow_events, shardq.steps, shardq.events")
+                     "shardq.flow_events, shardq.steps, shardq.events, shardq.audit, "
+                     "shardq.sessions")
     with open_client(client_kind, dsn) as c:
         yield c
 

@@ -70,9 +70,11 @@ OPENER = urllib.request.build_opener(NoRedirect)
 
 
 def call(url: str, method: str = "GET", body: Any = None, *, token: str | None = None,
-         form: bytes | None = None, cookie: str | None = None) -> Reply:
-    """One request: JSON ``body`` or URL-encoded ``form``, a bearer ``token``, a ``cookie``."""
-    headers = {}
+         form: bytes | None = None, cookie: str | None = None,
+         headers: dict[str, str] | None = None) -> Reply:
+    """One request: JSON ``body`` or URL-encoded ``form``, a bearer ``token``, a ``cookie``,
+    other ``headers``."""
+    headers = dict(headers or {})
     data = None
     if body is not None:
         data, headers["Content-Type"] = json.dumps(body).encode(), "application/json"

@@ -46,7 +46,8 @@ class Forwarded:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         peer = scope.get("client")
         if scope["type"] == "http" and peer and trusted(peer[0], self.trusted):
-            headers = {k.lower(): v.decode("latin-1") for k, v in scope["headers"]}
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                       for k, v in scope["headers"]}
             proto = headers.get("x-forwarded-proto", "").split(",")[0].strip()
             if proto in ("http", "https"):
                 scope = {**scope, "scheme": proto}
