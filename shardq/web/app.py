@@ -19,7 +19,7 @@ from shardq.core.errors import (
     ShardqError,
     UnknownQueue,
 )
-from shardq.web import api, flowpages, pages
+from shardq.web import api, assets, flowpages, pages
 from shardq.web.auth import Guard
 from shardq.web.config import DashboardConfig
 from shardq.web.context import Context
@@ -39,7 +39,7 @@ def create_app(client: Client, config: DashboardConfig | None = None, *,
     if token is not None and config.read_only:
         raise ValueError("a read-only dashboard takes no token")
     guard = Guard(token) if token else None
-    routes = [*api.READS, *pages.READS, *flowpages.READS]
+    routes = [*api.READS, *pages.READS, *flowpages.READS, *assets.ROUTES]
     if guard is not None:
         routes += [*api.ACTIONS, *pages.ACTIONS, *flowpages.ACTIONS]
     app = Starlette(routes=routes, exception_handlers={
