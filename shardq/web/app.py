@@ -23,6 +23,7 @@ from shardq.web import api, assets, flowpages, pages
 from shardq.web.auth import Guard
 from shardq.web.config import DashboardConfig
 from shardq.web.context import Context
+from shardq.web.headers import SecurityHeaders
 
 
 def create_app(client: Client, config: DashboardConfig | None = None, *,
@@ -31,7 +32,9 @@ def create_app(client: Client, config: DashboardConfig | None = None, *,
 
     Actions (pause, resume, purge, cancel a task or a flow, retry and purge dead letters)
     are served only with a ``token`` and without ``config.read_only``; the client stays
-    the caller's to close.  Mount it under a path of your own app::
+    the caller's to close.  Every response carries the headers of
+    :mod:`shardq.web.headers` (a strict Content-Security-Policy; ``config.frame_ancestors``
+    may frame the pages).  Mount it under a path of your own app::
 
         Mount("/queues", app=create_app(client, token=secret))
     """
@@ -48,6 +51,7 @@ def create_app(client: Client, config: DashboardConfig | None = None, *,
     app.state.shardq = Context(client.statements, guard, config.hide_payloads,
                                config.refresh_ms)
     app.add_middleware(ServerTiming)
+    app.add_middleware(SecurityHeaders, frame_ancestors=config.frame_ancestors)
     return app
 
 

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from shardq.core.config import MAX_PORT, check_settings, setting
+from shardq.core.config import MAX_PORT, check_settings, env_name, setting
 from shardq.core.errors import ConfigError
 
 MIN_TOKEN_CHARS = 16
+# frame_ancestors: CSP sources ('self', https://intranet.example.com, *.example.com)
+# separated by spaces; no ; or , which would end the directive or the policy.
+FRAME_SOURCE = r"(?:'[a-z-]+'|[A-Za-z0-9*][A-Za-z0-9.:/*_~%+-]*)"
+FRAME_SOURCES = re.compile(f"{FRAME_SOURCE}(?: +{FRAME_SOURCE})*")
 
 
 @dataclass(frozen=True)
@@ -28,12 +33,21 @@ class DashboardConfig:
                                          "(payloads may hold personal data)")
     refresh_ms: int = setting(2000, "how often the pages refresh their figures",
                               low=250, high=3_600_000, tuning=True)
+    frame_ancestors: str | None = setting(
+        None, "origins allowed to frame the pages, e.g. 'self' https://intranet.example.com; "
+              "default none")
 
     def __post_init__(self) -> None:
         check_settings(self)
         if self.read_only and self.token_file:
             raise ConfigError("--read-only serves no actions: give it or --token-file, "
                               "not both")
+        if (self.frame_ancestors is not None
+                and not FRAME_SOURCES.fullmatch(self.frame_ancestors)):
+            raise ConfigError(
+                f"frame_ancestors (--frame-ancestors, {env_name('frame_ancestors')}) takes "
+                "sources separated by spaces, e.g. \"'self' https://intranet.example.com\", "
+                f"got {self.frame_ancestors!r}")
 
 
 def read_token(path: str) -> str:
