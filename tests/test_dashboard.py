@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +23,7 @@ from shardq.web import DashboardConfig, create_app
 from shardq.web.actions import ACTION_ROWS
 from shardq.web.auth import COOKIE
 from tests.helpers import bucket_of, claim_all, free_port, wait_for
-from tests.web import TOKEN, call, log_in, serving
+from tests.web import OPENER, TOKEN, Reply, call, log_in, serving
 
 pytestmark = pytest.mark.behaviour
 
@@ -366,3 +368,102 @@ def _answers(url: str) -> bool:
         return call(url).status == 200
     except OSError:
         return False
+
+
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+       "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+HARDENED = {"content-security-policy": CSP, "x-frame-options": "DENY",
+            "x-content-type-options": "nosniff", "referrer-policy": "same-origin",
+            "cross-origin-opener-policy": "same-origin"}
+
+
+def hardening(reply: Reply) -> dict[str, str | None]:
+    """The reply's security headers, by lower-case name (None: absent)."""
+    headers = {k.lower(): v for k, v in reply.headers.items()}
+    return {name: headers.get(name)
+            for name in [*HARDENED, "strict-transport-security"]}
+
+
+def test_every_response_carries_the_hardened_headers(site: str, timed: shardq.Client) -> None:
+    queue = fresh("headers")
+    task_id = timed.enqueue(queue, {})
+    replies = {
+        "page": call(f"{site}/queues/{queue}"),
+        "fragment": call(f"{site}/fragments/queues/{queue}"),
+        "json": call(f"{site}/api/queues/{queue}"),
+        "html 404": call(f"{site}/tasks/{uuid.uuid4()}"),
+        "json 404": call(f"{site}/api/tasks/{uuid.uuid4()}"),
+        "json 401": call(f"{site}/api/tasks/{task_id}/cancel", "POST"),
+        "redirect": call(f"{site}/tasks?{urlencode({'id': str(task_id)})}"),
+        "chart": call(f"{site}/chart.svg"),
+        "style": call(f"{site}/static/dashboard.css"),
+        "script": call(f"{site}/static/dashboard.js"),
+        "no such file": call(f"{site}/static/app.py"),
+    }
+    expected = {"page": 200, "fragment": 200, "json": 200, "html 404": 404, "json 404": 404,
+                "json 401": 401, "redirect": 303, "chart": 200, "style": 200, "script": 200,
+                "no such file": 404}
+    assert {kind: r.status for kind, r in replies.items()} == expected
+    for kind, reply in replies.items():
+        assert hardening(reply) == {**HARDENED, "strict-transport-security": None}, kind
+    assert replies["fragment"].text.lstrip().startswith("<table")
+    # Over HTTPS (as a trusted proxy on this machine says), browsers are told to keep to it.
+    request = urllib.request.Request(f"{site}/", headers={"X-Forwarded-Proto": "https"})
+    with OPENER.open(request, timeout=30) as response:
+        assert response.headers["strict-transport-security"] == "max-age=31536000"
+        assert response.headers["content-security-policy"] == CSP
+
+
+def test_pages_inline_no_script_style_or_handler(site: str, timed: shardq.Client) -> None:
+    queue = fresh("inline")
+    [task_id] = kill(timed, queue, 1)
+    session = log_in(site, TOKEN).cookie
+    for path in ("/", f"/queues/{queue}", f"/tasks/{task_id}", "/workers", "/login"):
+        text = call(site + path, cookie=session).text
+        assert "<style" not in text, path
+        assert " style=" not in text, path
+        assert "<script>" not in text, path
+        assert " onclick=" not in text, path
+        assert " onsubmit=" not in text, path
+        assert f'<script src="{site}/static/dashboard.js" defer></script>' in text, path
+        assert f'<link rel="stylesheet" href="{site}/static/dashboard.css">' in text, path
+        assert '<body data-refresh-ms="2000">' in text, path
+    page = call(f"{site}/queues/{queue}", cookie=session).text
+    assert f'data-confirm="Delete the waiting tasks of {queue}?"' in page
+    assert 'data-confirm="Delete these dead tasks?"' in page
+
+
+def test_static_files_have_their_types_and_etags(site: str) -> None:
+    style = call(f"{site}/static/dashboard.css")
+    assert style.headers["content-type"] == "text/css; charset=utf-8"
+    assert ".bar[hidden]" in style.text
+    script = call(f"{site}/static/dashboard.js")
+    assert script.headers["content-type"] == "text/javascript; charset=utf-8"
+    assert "window.confirm(question)" in script.text
+    assert script.headers["cache-control"] == "no-cache"
+    request = urllib.request.Request(f"{site}/static/dashboard.js",
+                                     headers={"If-None-Match": script.headers["etag"]})
+    with pytest.raises(urllib.error.HTTPError) as current:  # 304 Not Modified
+        OPENER.open(request, timeout=30)
+    assert current.value.code == 304
+    assert current.value.headers["content-security-policy"] == CSP
+    assert call(f"{site}/static/").status == 404
+    assert call(f"{site}/static/..%2Fapp.py").status == 404
+
+
+def test_frame_ancestors_lets_named_origins_frame_the_pages(timed: shardq.Client) -> None:
+    allowed = "'self' https://intranet.example.com"
+    with serving(create_app(timed, DashboardConfig(frame_ancestors=allowed))) as url:
+        for path in ("/", "/api/queues", "/static/dashboard.css", "/nowhere"):
+            headers = hardening(call(url + path))
+            assert headers["content-security-policy"] == CSP.replace(
+                "frame-ancestors 'none'", f"frame-ancestors {allowed}"), path
+            assert headers["x-frame-options"] is None, path
+            assert headers["x-content-type-options"] == "nosniff", path
+
+
+@pytest.mark.parametrize("value", ["https://a.example.com, https://b.example.com",
+                                   "'self'; script-src *", "", " 'self'", "https://a\r\nX: y"])
+def test_frame_ancestors_takes_only_sources(value: str) -> None:
+    with pytest.raises(shardq.ConfigError, match="--frame-ancestors"):
+        DashboardConfig(frame_ancestors=value)

@@ -1,12 +1,15 @@
 """The dashboard in a real headless Chromium (Debian's package, driven by Playwright): the
 queue list shows and refreshes a queue's counts, an action works with the token and is
 refused without it, a task's page shows its history, dead letters are retried by ticking
-them, a flow's page follows its progress and cancels it.  Skipped, with the reason, where
-no Chromium is installed."""
+them, a flow's page follows its progress and cancels it, each action that asks first asks;
+every test fails on a Content-Security-Policy violation or a console error, and the policy
+is seen to refuse inline script and style.  Skipped, with the reason, where no Chromium is
+installed."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -53,18 +56,40 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1200, "height": 900})
-    tab = context.new_page()
-    tab.set_default_timeout(WAIT_MS)
-    yield tab
-    context.close()
-
-
-@pytest.fixture
 def site(timed: shardq.Client) -> Iterator[str]:
     with serving(create_app(timed, DashboardConfig(refresh_ms=300), token=TOKEN)) as url:
         yield url
+
+
+# Every document reports its Content-Security-Policy violations to the test, before the
+# page's own script runs, whatever the tab navigated to since.
+REPORT_VIOLATIONS = """document.addEventListener("securitypolicyviolation", e =>
+    window.__csp(e.violatedDirective + " " + e.blockedURI));"""
+
+
+@pytest.fixture
+def problems() -> list[str]:
+    """What went wrong in the test's tab: CSP violations, console errors (a response of
+    4xx or 5xx is one) and uncaught errors.  A test that provokes some takes them out."""
+    return []
+
+
+@pytest.fixture
+def page(browser: Any, site: str, problems: list[str]) -> Iterator[Any]:
+    """A tab whose test fails on any of its :func:`problems` left at the end (closed
+    before the site stops: its script fetches from the site until then)."""
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    context.expose_binding("__csp", lambda source, text: problems.append(f"csp: {text}"))
+    context.add_init_script(REPORT_VIOLATIONS)
+    tab = context.new_page()
+    tab.on("console", lambda m: problems.append(f"console: {m.text} ({m.location['url']})")
+           if m.type == "error" else None)
+    tab.on("pageerror", lambda error: problems.append(f"error: {error}"))
+    tab.set_default_timeout(WAIT_MS)
+    yield tab
+    tab.wait_for_timeout(100)  # events on their way still reach problems
+    context.close()
+    assert problems == []
 
 
 def fresh(prefix: str) -> str:
@@ -73,6 +98,21 @@ def fresh(prefix: str) -> str:
 
 def cell(page: Any, queue: str, field: str) -> Any:
     return page.locator(f'tr[data-queue="{queue}"] [data-field="{field}"]')
+
+
+def answering(page: Any, *, accept: bool) -> list[str]:
+    """Answer the tab's next confirm() dialog; the list gets its question."""
+    asked: list[str] = []
+
+    def answer(dialog: Any) -> None:
+        asked.append(dialog.message)
+        if accept:
+            dialog.accept()
+        else:
+            dialog.dismiss()
+
+    page.once("dialog", answer)
+    return asked
 
 
 def log_in(page: Any) -> None:
@@ -87,6 +127,8 @@ def test_queue_list_shows_and_refreshes_counts(page: Any, site: str,
     timed.enqueue_many(queue, [{"n": n} for n in range(3)])
     page.goto(site + "/")
     playwright.expect(cell(page, queue, "available")).to_have_text("3")
+    # The chart, an SVG picture from the dashboard itself, is drawn under its policy.
+    page.wait_for_function("() => document.querySelector('img.chart').naturalWidth === 720")
     timed.enqueue_many(queue, [{"n": n} for n in range(4)])
     claim_all(timed, queue, most=2)
     # No reload: the page refreshes its rows in place.
@@ -108,14 +150,20 @@ def test_actions_work_with_the_token(page: Any, site: str, timed: shardq.Client)
     page.click("#resume")
     playwright.expect(page.get_by_role("status")).to_contain_text(f"{queue} resumed")
     assert queue not in timed.paused()
-    page.once("dialog", lambda dialog: dialog.accept())
+    asked, before = answering(page, accept=False), page.url
+    page.click("#purge")
+    page.wait_for_timeout(300)  # time enough for a form that was sent anyway
+    assert asked == [f"Delete the waiting tasks of {queue}?"]
+    assert (page.url, timed.stats(queue)["available"]) == (before, 4)
+    asked = answering(page, accept=True)
     page.click("#purge")
     playwright.expect(page.get_by_role("status")).to_contain_text("purged 4 waiting task(s)")
+    assert asked == [f"Delete the waiting tasks of {queue}?"]
     assert timed.stats(queue)["available"] == 0
 
 
-def test_actions_without_the_token_are_refused(page: Any, site: str,
-                                               timed: shardq.Client) -> None:
+def test_actions_without_the_token_are_refused(page: Any, site: str, timed: shardq.Client,
+                                               problems: list[str]) -> None:
     queue = fresh("refused")
     page.goto(site + "/")
     post = """async ([url, headers, body]) => {
@@ -138,6 +186,11 @@ def test_actions_without_the_token_are_refused(page: Any, site: str,
     # Logged in, a form without the page's CSRF field is still refused.
     assert page.evaluate(post, [form, forged, "csrf=guessed"]) == 403
     assert queue not in timed.paused()
+    # The browser logs each refusal as an error: these, and nothing else.
+    refused = [re.search(r"status of (\d+)", p).group(1)  # type: ignore[union-attr]
+               for p in problems if p.startswith("console: Failed to load resource")]
+    assert (refused, len(problems)) == (["401", "403", "401", "403", "403"], 5)
+    problems.clear()
 
 
 def test_task_page_shows_its_history(page: Any, site: str, timed: shardq.Client,
@@ -161,6 +214,12 @@ def test_task_page_shows_its_history(page: Any, site: str, timed: shardq.Client,
     assert texts[3].endswith("due")
     playwright.expect(page.locator("#payload")).to_contain_text('"invoice": 42')
     playwright.expect(page.locator("td.error").first).to_contain_text("TimeoutError")
+    log_in(page)
+    asked = answering(page, accept=True)
+    page.click("#cancel")
+    playwright.expect(page.get_by_role("status")).to_contain_text(f"task {task_id} cancelled")
+    assert asked == ["Cancel this task?"]
+    assert timed.get(task_id) is None
 
 
 def test_dead_letters_are_retried_by_ticking_them(page: Any, site: str,
@@ -172,10 +231,19 @@ def test_dead_letters_are_retried_by_ticking_them(page: Any, site: str,
     page.goto(f"{site}/queues/{queue}")
     log_in(page)
     page.check(f'input[value="{tasks[0].id}"]')
+    asked = answering(page, accept=False)  # retrying asks nothing
     page.click("#retry-dead")
     playwright.expect(page.get_by_role("status")).to_contain_text("retried 1 dead task(s)")
     figures = timed.stats(queue)
-    assert (figures["available"], figures["dead"]) == (1, 2)
+    assert (figures["available"], figures["dead"], asked) == (1, 2, [])
+    page.check(f'input[value="{tasks[1].id}"]')
+    page.click("#purge-dead")  # the button's own question: dismissed, nothing purged
+    page.wait_for_timeout(300)
+    assert (asked, timed.stats(queue)["dead"]) == (["Delete these dead tasks?"], 2)
+    asked = answering(page, accept=True)
+    page.click("#purge-dead")
+    playwright.expect(page.get_by_role("status")).to_contain_text("purged 1 dead task(s)")
+    assert (asked, timed.stats(queue)["dead"]) == (["Delete these dead tasks?"], 1)
 
 
 def test_flow_page_follows_its_progress_and_cancels_it(page: Any, site: str,
@@ -197,13 +265,63 @@ def test_flow_page_follows_its_progress_and_cancels_it(page: Any, site: str,
     playwright.expect(page.locator('[data-field="pending"]')).to_have_text("2")
     bar = page.get_by_role("progressbar")
     playwright.expect(bar).to_have_attribute("aria-valuenow", "1")
+    # The script sized the refreshed bar from its parts' shares.
+    playwright.expect(bar).to_be_visible()
+    playwright.expect(bar.locator("span.succeeded")).to_have_attribute("style", "width: 25%;")
     assert page.locator("#cancel-flow").count() == 0  # not logged in
     log_in(page)
     assert page.url == f"{site}/flows/{handle.id}"
-    page.once("dialog", lambda dialog: dialog.accept())
+    asked = answering(page, accept=True)
     page.click("#cancel-flow")
     playwright.expect(page.get_by_role("status")).to_contain_text("3 task(s) that had not "
                                                                   "finished")
     playwright.expect(page.locator("#state")).to_have_text("cancelled")
+    assert asked == ["Cancel every task of this flow that has not finished?"]
     assert page.locator("#cancel-flow").count() == 0
     assert timed.flow(handle.id).state == "cancelled"  # type: ignore[union-attr]
+
+
+def test_the_policy_refuses_what_is_not_the_dashboards_own(page: Any, site: str,
+                                                            problems: list[str]) -> None:
+    page.goto(site + "/workers")
+    playwright.expect(page.locator("h1")).to_have_text("Workers")
+    assert page.evaluate("getComputedStyle(document.body).margin") == "0px"  # its style
+    page.evaluate("""() => {
+        const script = document.createElement("script");
+        script.textContent = "window.ran = true";
+        document.body.append(script);
+        document.querySelector("h1").setAttribute("style", "color: red");
+        const img = document.createElement("img");
+        img.src = "http://elsewhere.invalid/pixel.png";
+        document.body.append(img);
+    }""")
+    wanted = {"csp: script-src-elem inline", "csp: style-src-attr inline",
+              "csp: img-src http://elsewhere.invalid/pixel.png"}
+    for _ in range(200):  # the reports arrive as events
+        if wanted <= set(problems):
+            break
+        page.wait_for_timeout(50)
+    assert wanted <= set(problems), problems
+    assert page.evaluate("window.ran") is None
+    assert page.evaluate("getComputedStyle(document.querySelector('h1')).color") != \
+        "rgb(255, 0, 0)"
+    problems.clear()
+
+
+def test_without_script_the_pages_work_and_the_bar_is_left_out(browser: Any, site: str,
+                                                               timed: shardq.Client) -> None:
+    queue = fresh("noscript")
+    handle = timed.enqueue_flow(shardq.group(step.si(0).set(queue=queue),
+                                             step.si(1).set(queue=queue)))
+    [first, _] = claim_all(timed, queue)
+    timed.ack(first)
+    resolve(timed.statements)
+    context = browser.new_context(java_script_enabled=False)
+    try:
+        tab = context.new_page()
+        tab.goto(f"{site}/flows/{handle.id}")
+        playwright.expect(tab.locator("#progress")).to_contain_text("1 of 2 task(s) finished")
+        playwright.expect(tab.locator(".bar")).to_be_hidden()
+        assert tab.locator("header").evaluate("e => getComputedStyle(e).display") == "flex"
+    finally:
+        context.close()

@@ -67,8 +67,8 @@ def test_flow_page_shows_state_progress_and_tasks(site: str, timed: shardq.Clien
         assert f'<b data-field="{state}">{n}</b>' in text, state
     assert 'aria-valuemax="4" aria-valuenow="2"' in text
     assert "2 of 4 task(s) finished (50%)" in text
-    assert '<span class="succeeded" style="width: 25.00%"' in text
-    assert '<span class="dead" style="width: 25.00%"' in text
+    assert '<span class="succeeded" data-share="25.00"' in text
+    assert '<span class="dead" data-share="25.00"' in text
     rows = re.findall(r'<tr data-task="([0-9a-f-]+)">(.*?)</tr>', text, re.S)
     # The first step succeeded without keeping a result (acked by hand): only counted.
     assert [r[0] for r in rows] == [str(i) for i in handle.ids[1:]]

@@ -1,5 +1,5 @@
-"""The wheel carries the SQL files, migrations and the dashboard's templates, and works
-without a checkout."""
+"""The wheel carries the SQL files, migrations and the dashboard's templates and static
+files, and works without a checkout."""
 
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ def test_wheel_contents(wheel: Path) -> None:
             in names
     for template in (ROOT / "shardq" / "web" / "templates").glob("*.html"):
         assert "shardq/web/templates/" + template.name in names  # the dashboard's pages
+    for asset in (ROOT / "shardq" / "web" / "static").iterdir():
+        assert "shardq/web/static/" + asset.name in names  # its style sheet, script, icon
     assert "shardq/py.typed" in names
 
 

@@ -19,11 +19,12 @@ from shardq.core.errors import (
     ShardqError,
     UnknownQueue,
 )
-from shardq.web import api, flowpages, pages, trail
+from shardq.web import api, assets, flowpages, pages, trail
 from shardq.web.auth import Authority, Resolver
 from shardq.web.config import DashboardConfig
 from shardq.web.context import Context
 from shardq.web.gate import guarded
+from shardq.web.headers import SecurityHeaders
 from shardq.web.proxy import Forwarded, ProxyIdentity
 from shardq.web.users import UsersFile
 
@@ -38,7 +39,9 @@ def create_app(client: Client, config: DashboardConfig | None = None, *,
     function of the request returning a :class:`~shardq.web.roles.User` or None, or an
     awaitable of one), the embedding app does.  Without any, or with
     ``config.read_only``, no action is served.  The client stays the caller's to
-    close.  Mount it under a path of your own app::
+    close.  Every response carries the headers of :mod:`shardq.web.headers` (a strict
+    Content-Security-Policy; ``config.frame_ancestors`` may frame the pages).  Mount it
+    under a path of your own app::
 
         Mount("/queues", app=create_app(client, token=secret))
     """
@@ -54,7 +57,7 @@ def create_app(client: Client, config: DashboardConfig | None = None, *,
         routes += [*pages.LOGOUT, *trail.ROUTES]
     if authority.acts:
         routes += [*api.ACTIONS, *pages.ACTIONS, *flowpages.ACTIONS]
-    public = pages.LOGIN if authority.logs_in else []
+    public = [*assets.ROUTES, *(pages.LOGIN if authority.logs_in else [])]
     app = Starlette(routes=[*public, *(guarded(r) for r in routes)], exception_handlers={
         HTTPException: _http_error, UnknownQueue: _unknown, InvalidTask: _invalid,
         PermissionDenied: _refused, DatabaseError: _unavailable, ShardqError: _invalid})
@@ -62,6 +65,7 @@ def create_app(client: Client, config: DashboardConfig | None = None, *,
                                config.refresh_ms)
     app.add_middleware(Forwarded, trusted=config.proxies())
     app.add_middleware(ServerTiming)
+    app.add_middleware(SecurityHeaders, frame_ancestors=config.frame_ancestors)
     return app
 
 

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from shardq.core.config import DAY_S, MAX_PORT, check_settings, setting
+from shardq.core.config import DAY_S, MAX_PORT, check_settings, env_name, setting
 from shardq.core.errors import ConfigError
 from shardq.web.roles import ROLES
 
 MIN_TOKEN_CHARS = 16
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+# frame_ancestors: CSP sources ('self', https://intranet.example.com, *.example.com)
+# separated by spaces; no ; or , which would end the directive or the policy.
+FRAME_SOURCE = r"(?:'[a-z-]+'|[A-Za-z0-9*][A-Za-z0-9.:/*_~%+-]*)"
+FRAME_SOURCES = re.compile(f"{FRAME_SOURCE}(?: +{FRAME_SOURCE})*")
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,9 @@ class DashboardConfig:
     tls_key_file: str | None = setting(None, "the private key of --tls-cert-file (PEM)")
     refresh_ms: int = setting(2000, "how often the pages refresh their figures",
                               low=250, high=3_600_000, tuning=True)
+    frame_ancestors: str | None = setting(
+        None, "origins allowed to frame the pages, e.g. 'self' https://intranet.example.com; "
+              "default none")
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -83,6 +91,12 @@ class DashboardConfig:
                               "--proxy-default-role: say which role the proxy's users get")
         if bool(self.tls_cert_file) != bool(self.tls_key_file):
             raise ConfigError("give --tls-cert-file and --tls-key-file together")
+        if (self.frame_ancestors is not None
+                and not FRAME_SOURCES.fullmatch(self.frame_ancestors)):
+            raise ConfigError(
+                f"frame_ancestors (--frame-ancestors, {env_name('frame_ancestors')}) takes "
+                "sources separated by spaces, e.g. \"'self' https://intranet.example.com\", "
+                f"got {self.frame_ancestors!r}")
         self.proxies()  # a bad address is refused at start, in one line
 
     def proxies(self) -> list[Network]:
