@@ -63,9 +63,10 @@ def create_app(client: Client, config: DashboardConfig | None = None, *,
         PermissionDenied: _refused, DatabaseError: _unavailable, ShardqError: _invalid})
     app.state.shardq = Context(client.statements, authority, config.hide_payloads,
                                config.refresh_ms)
-    app.add_middleware(Forwarded, trusted=config.proxies())
     app.add_middleware(ServerTiming)
     app.add_middleware(SecurityHeaders, frame_ancestors=config.frame_ancestors)
+    # Outermost (added last): the others see the scheme and client a proxy forwarded.
+    app.add_middleware(Forwarded, trusted=config.proxies())
     return app
 
 
