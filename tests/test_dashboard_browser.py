@@ -13,13 +13,14 @@ import re
 import shutil
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import shardq
 from shardq.loops.resolver import resolve
-from shardq.web import DashboardConfig, create_app
+from shardq.web import DashboardConfig, create_app, users
 from tests.helpers import claim_all
 from tests.web import TOKEN, serving
 
@@ -117,7 +118,11 @@ def answering(page: Any, *, accept: bool) -> list[str]:
 
 def log_in(page: Any) -> None:
     page.get_by_role("link", name="Log in").first.click()
-    page.fill("#token", TOKEN)
+    log_in_with(page, TOKEN)
+
+
+def log_in_with(page: Any, token: str) -> None:
+    page.fill("#token", token)
     page.click("#login")
 
 
@@ -325,3 +330,62 @@ def test_without_script_the_pages_work_and_the_bar_is_left_out(browser: Any, sit
         assert tab.locator("header").evaluate("e => getComputedStyle(e).display") == "flex"
     finally:
         context.close()
+
+
+class TestRoles:
+    """A dashboard of named credentials: its own ``site``, for this class's tests."""
+
+    @pytest.fixture
+    def tokens(self, tmp_path: Path) -> dict[str, str]:
+        path = str(tmp_path / "users")
+        return {"path": path, **{role: users.add(path, f"{role}-1", role)
+                                 for role in ("viewer", "operator")}}
+
+
+    @pytest.fixture
+    def site(self, timed: shardq.Client, tokens: dict[str, str]) -> Iterator[str]:
+        config = DashboardConfig(users_file=tokens["path"], session_idle_s=60, refresh_ms=300)
+        with serving(create_app(timed, config)) as url:
+            yield url
+
+
+    def test_an_operator_acts_a_viewer_is_refused_and_sessions_end(
+            self, page: Any, site: str, timed: shardq.Client, tokens: dict[str, str],
+            clock: shardq.ManualClock, problems: list[str]) -> None:
+        queue = f"roles-{uuid.uuid4().hex[:8]}"
+        timed.enqueue_many(queue, [{"n": n} for n in range(3)])
+        page.goto(f"{site}/queues/{queue}")
+        assert "/login" in page.url  # every page needs a credential here
+        log_in_with(page, tokens["operator"])
+        page.wait_for_url(f"{site}/queues/{queue}")
+        playwright.expect(page.locator(".who")).to_have_text("operator-1 (operator)")
+        assert page.locator("#purge").count() == 0  # an admin's
+        page.click("#pause")
+        playwright.expect(page.get_by_role("status")).to_contain_text(f"{queue} paused")
+        assert queue in timed.paused()
+        page.click("#logout")
+        page.wait_for_url("**/login**")
+        page.goto(f"{site}/queues/{queue}")
+        assert "/login" in page.url  # the session ended with the logout
+
+        log_in_with(page, tokens["viewer"])
+        page.wait_for_url(f"{site}/queues/{queue}")
+        playwright.expect(page.locator(".who")).to_have_text("viewer-1 (viewer)")
+        assert page.locator("#resume").count() == 0  # a viewer is shown no action
+        forged = """async ([url]) => {
+            const csrf = document.querySelector('meta[name="shardq-csrf"]').content;
+            const r = await fetch(url, {method: "POST", credentials: "same-origin",
+                headers: {"Content-Type": "application/x-www-form-urlencoded"},
+                body: "csrf=" + encodeURIComponent(csrf)});
+            return r.status;
+        }"""
+        assert page.evaluate(forged, [f"{site}/actions/queues/{queue}/resume"]) == 403
+        assert queue in timed.paused()
+        # The browser logs the refusal as an error: that one, and nothing else.
+        assert len(problems) == 1
+        assert "403" in problems[0]
+        problems.clear()
+
+        clock.advance(61)  # idle past session_idle_s
+        page.goto(f"{site}/queues/{queue}")
+        assert "/login" in page.url
