@@ -322,3 +322,44 @@ def test_the_janitor_keeps_the_trail_audit_keep_s_and_deletes_expired_sessions(
     clock.advance(366 * 86400)
     assert janitor_pass(timed.statements).expired_audit == kept
     assert trail(dsn) == []
+
+
+def test_the_cli_s_actions_are_recorded_and_shardq_audit_lists_them(
+        client: shardq.Client, dsn: str) -> None:
+    import json
+
+    from tests.helpers import shardq_cli
+
+    queue = fresh("cli")
+    client.enqueue(queue, {})
+    shardq_cli("queue", "pause", queue, "--dsn", dsn)
+    shardq_cli("queue", "purge", queue, "--yes", "--dsn", dsn)
+    [row] = trail(dsn, action="pause", queue=queue)
+    assert (row["via"], row["outcome"]) == ("cli", "ok")
+    assert "@" in row["actor"]
+    assert row["role"].startswith("database:")
+    lines = shardq_cli("audit", "--queue", queue, "--json", "--dsn", dsn).stdout.splitlines()
+    assert [json.loads(line)["action"] for line in lines] == ["purge", "pause"]
+    assert json.loads(lines[0])["detail"] == f"purged 1 waiting task(s) of {queue}"
+
+
+def test_bad_users_files_and_settings_are_one_line_errors(tmp_path: Path) -> None:
+    from shardq.core.errors import ConfigError
+
+    path = tmp_path / "users"
+    path.write_text("ada:owner:scrypt$1$2$3$4$5\n")
+    path.chmod(0o600)
+    with pytest.raises(ConfigError, match=r"line 1: no role 'owner'"):
+        users.read(str(path))
+    path.chmod(0o644)
+    with pytest.raises(ConfigError, match="chmod 600"):
+        users.read(str(path))
+    with pytest.raises(ConfigError, match="give one of --token-file, --users-file"):
+        DashboardConfig(token_file="t", users_file="u")
+    with pytest.raises(ConfigError, match="needs --proxy-role-header or"):
+        DashboardConfig(proxy_user_header="X-Forwarded-User")
+    with pytest.raises(ConfigError, match="is not an address or a network"):
+        DashboardConfig(trusted_proxies="10.0.0.5,proxy.internal")
+    users.add(str(tmp_path / "more"), "ada", "viewer")
+    with pytest.raises(ConfigError, match="already in"):
+        users.add(str(tmp_path / "more"), "ada", "viewer")
