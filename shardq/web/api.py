@@ -8,7 +8,8 @@ Reads: ``GET /api/queues``, ``/api/queues/{name}``, ``/api/tasks/{id}`` (its
 for a queue shardq does not know, unless ``?create=1``), ``POST /api/dead/retry|purge``
 with ``{"queue": ...}`` or ``{"ids": [...]}``, ``POST /api/tasks/{id}/cancel`` and
 ``POST /api/flows/{id}/cancel``.  Actions answer ``{"message", "count", "more"}``;
-``more`` says a bounded action left work to do (call it again).
+``more`` says a bounded action left work to do (call it again).  ``GET
+/api/openapi.json`` is the API's OpenAPI 3.1 document (:mod:`shardq.web.openapi`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from starlette.routing import Route
 from shardq.core.errors import UnknownQueue
 from shardq.core.statements import Statements
 from shardq.ops import attempts, history, inspection, queuestats, workers
-from shardq.web import actions, reads
+from shardq.web import actions, openapi, reads
 from shardq.web.context import Context, context
 
 Endpoint = Callable[[Request], Awaitable[JSONResponse]]
@@ -92,11 +93,18 @@ def get_throughput(request: Request) -> JSONResponse:
     return JSONResponse({"minutes": reads.minutes_json(minutes)})
 
 
+def get_openapi(request: Request) -> JSONResponse:
+    """This API's OpenAPI 3.1 document: the calls this dashboard serves."""
+    served = [*READS, *ACTIONS] if context(request).actions else READS
+    return JSONResponse(openapi.document(served, request.scope.get("root_path", "")))
+
+
 def queue_action(act: Callable[[Statements, str], actions.Done]) -> Endpoint:
     """The endpoint that runs ``act`` (pause, resume or purge) on the queue named."""
     async def endpoint(request: Request) -> JSONResponse:
         ctx = _authorised(request)
         return _done(await run_in_threadpool(act, ctx.st, request.path_params["name"]))
+    endpoint.__doc__ = act.__doc__  # the API's document describes the call by it
     return endpoint
 
 
@@ -108,6 +116,7 @@ def dead_action(act: Callable[[Statements, str | None, list[str] | None], action
         ctx = _authorised(request)
         body = await _body(request)
         return _done(await run_in_threadpool(act, ctx.st, body.get("queue"), body.get("ids")))
+    endpoint.__doc__ = act.__doc__  # the API's document describes the call by it
     return endpoint
 
 
@@ -179,6 +188,7 @@ READS = [
     Route("/api/flows/{id}", get_flow),
     Route("/api/workers", get_workers),
     Route("/api/throughput", get_throughput),
+    Route("/api/openapi.json", get_openapi),
 ]
 ACTIONS = [
     *(Route(f"/api/queues/{{name}}/{verb}", queue_action(act), methods=["POST"])
