@@ -10,7 +10,8 @@ role that may, see :mod:`shardq.web.roles`):
 for a queue shardq does not know, unless ``?create=1``), ``POST /api/dead/retry|purge``
 with ``{"queue": ...}`` or ``{"ids": [...]}``, ``POST /api/tasks/{id}/cancel`` and
 ``POST /api/flows/{id}/cancel``.  Actions answer ``{"message", "count", "more"}``;
-``more`` says a bounded action left work to do (call it again).
+``more`` says a bounded action left work to do (call it again).  ``GET
+/api/openapi.json`` is the API's OpenAPI 3.1 document (:mod:`shardq.web.openapi`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from shardq.core.errors import UnknownQueue
 from shardq.core.statements import Statements
 from shardq.ops import attempts, history, inspection, queuestats, workers
 from shardq.ops.audit import Actor
-from shardq.web import actions, reads
+from shardq.web import actions, openapi, reads
 from shardq.web.context import context
 from shardq.web.gate import authorised, hides_payloads
 
@@ -96,6 +97,16 @@ def get_throughput(request: Request) -> JSONResponse:
     return JSONResponse({"minutes": reads.minutes_json(minutes)})
 
 
+def get_openapi(request: Request) -> JSONResponse:
+    """This API's OpenAPI 3.1 document: the calls this dashboard serves."""
+    from shardq.web import trail  # the audit's routes import the pages, which import this
+
+    authority = context(request).authority
+    served = [*READS, *DOCUMENT, *(trail.API if authority.mode != "open" else []),
+              *(ACTIONS if authority.acts else [])]
+    return JSONResponse(openapi.document(served, request.scope.get("root_path", "")))
+
+
 def queue_action(action: str, act: Callable[[Statements, Actor, str], actions.Done]
                  ) -> Endpoint:
     """The endpoint that runs ``act`` (pause, resume or purge) on the queue named."""
@@ -103,6 +114,7 @@ def queue_action(action: str, act: Callable[[Statements, Actor, str], actions.Do
         name = request.path_params["name"]
         who = await authorised(request, action, queue=name)
         return _done(await run_in_threadpool(act, context(request).st, who, name))
+    endpoint.__doc__ = act.__doc__  # the API's document describes the call by it
     return endpoint
 
 
@@ -115,6 +127,7 @@ def dead_action(action: str, act: Callable[[Statements, Actor, str | None, list[
         who = await authorised(request, action, queue=body.get("queue"))
         return _done(await run_in_threadpool(act, context(request).st, who,
                                              body.get("queue"), body.get("ids")))
+    endpoint.__doc__ = act.__doc__  # the API's document describes the call by it
     return endpoint
 
 
@@ -182,6 +195,7 @@ READS = [
     Route("/api/workers", get_workers),
     Route("/api/throughput", get_throughput),
 ]
+DOCUMENT = [Route("/api/openapi.json", get_openapi)]  # served to anyone: it holds no data
 ACTIONS = [
     *(Route(f"/api/queues/{{name}}/{verb}", queue_action(verb, act), methods=["POST"])
       for verb, act in (("pause", actions.pause), ("resume", actions.resume),

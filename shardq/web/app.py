@@ -57,7 +57,7 @@ def create_app(client: Client, config: DashboardConfig | None = None, *,
         routes += [*pages.LOGOUT, *trail.ROUTES]
     if authority.acts:
         routes += [*api.ACTIONS, *pages.ACTIONS, *flowpages.ACTIONS]
-    public = [*assets.ROUTES, *(pages.LOGIN if authority.logs_in else [])]
+    public = [*assets.ROUTES, *api.DOCUMENT, *(pages.LOGIN if authority.logs_in else [])]
     app = Starlette(routes=[*public, *(guarded(r) for r in routes)], exception_handlers={
         HTTPException: _http_error, UnknownQueue: _unknown, InvalidTask: _invalid,
         PermissionDenied: _refused, DatabaseError: _unavailable, ShardqError: _invalid})

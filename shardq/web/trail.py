@@ -61,7 +61,5 @@ async def audit_page(request: Request) -> Response:
     return render(request, "audit.html", {"rows": rows, "wanted": wanted, "older": older})
 
 
-ROUTES = [
-    Route("/api/audit", get_audit),
-    Route("/audit", audit_page, name="audit"),
-]
+API = [Route("/api/audit", get_audit)]
+ROUTES = [*API, Route("/audit", audit_page, name="audit")]
