@@ -20,7 +20,7 @@ from starlette.routing import Mount, Route
 import shardq
 from shardq.loops.resolver import resolve
 from shardq.ops import workers
-from shardq.web import DashboardConfig, api, create_app, openapi, roles
+from shardq.web import DashboardConfig, api, create_app, openapi, roles, trail
 from shardq.web.schemas import Schemas
 from tests.durable_views_kit import app as durable_app
 from tests.durable_views_kit import approval, park
@@ -28,7 +28,8 @@ from tests.helpers import claim_all
 from tests.web import TOKEN, call, serving
 
 pytestmark = pytest.mark.behaviour
-ROUTES = [*api.READS, *api.ACTIONS]
+ROUTES = [*api.READS, *api.DOCUMENT, *trail.API, *api.ACTIONS]
+READS = [*api.READS, *api.DOCUMENT]  # what an open, read-only dashboard serves
 flows = shardq.App()  # its function only names the flow's tasks
 
 
@@ -45,7 +46,7 @@ def test_every_route_has_a_spec_and_every_spec_a_route() -> None:
     assert keys(ROUTES) == set(openapi.SPECS)
     actions = {spec.action for spec in openapi.SPECS.values() if spec.action}
     assert actions <= set(roles.ACTIONS)
-    assert len(actions) == len(api.ACTIONS)
+    assert len(actions) == len(api.ACTIONS) + len(trail.API)
 
 
 def test_a_route_without_a_spec_is_refused() -> None:
@@ -104,13 +105,13 @@ def test_types_become_schemas() -> None:
 
 def test_actions_name_their_least_role_and_the_bearer_scheme() -> None:
     doc = openapi.document(ROUTES)
-    for route in api.ACTIONS:
-        op = doc["paths"][route.path]["post"]
+    for route in [*api.ACTIONS, *trail.API]:
+        [op] = doc["paths"][route.path].values()
         assert op["x-shardq-role"] == roles.ACTIONS[op["operationId"]]
         assert op["security"] == [{"bearer": []}]
         assert {"401", "403", "503"} <= set(op["responses"])
-    for route in api.READS:
-        assert "security" not in doc["paths"][route.path]["get"]
+    for route in api.READS:  # open on some dashboards, a credential's on others
+        assert doc["paths"][route.path]["get"]["security"] == [{"bearer": []}, {}]
     queue = doc["paths"]["/api/queues/{name}/pause"]["post"]
     assert queue["summary"] == "Pause `queue`"
     assert queue["parameters"][0]["schema"]["pattern"].startswith("^[A-Za-z0-9]")
@@ -131,7 +132,7 @@ def test_each_dashboard_documents_what_it_serves(client: shardq.Client) -> None:
                             for m in ops}
     with serving(create_app(client, DashboardConfig(read_only=True))) as url:
         reads = call(f"{url}/api/openapi.json").json()
-    assert set(reads["paths"]) == {r.path for r in api.READS}
+    assert set(reads["paths"]) == {r.path for r in READS}
     mounted = Starlette(routes=[Mount("/queues", app=create_app(client))])
     with serving(mounted) as url:
         assert call(f"{url}/queues/api/openapi.json").json()["servers"] == [{"url": "/queues"}]
@@ -198,13 +199,17 @@ def test_real_answers_match_their_schemas(client: shardq.Client, busy: dict[str,
 
     with serving(create_app(client, config, token=TOKEN)) as url:
         called = reads(busy)
-        assert {path for path, _ in called} == {r.path for r in api.READS}
+        assert {path for path, _ in called} == {r.path for r in READS}
         for path, target in called:
             reply = call(url + target)
             assert reply.status == 200, (target, reply.text)
             check(path, "200", reply.json())
         page = call(f"{url}/api/queues/{busy['queue']}").json()
         assert all(page[name] for name in ("dead", "running", "next_scheduled"))
+        call(f"{url}/api/queues/{busy['queue']}/pause", "POST", token=TOKEN)
+        trail_reply = call(f"{url}/api/audit", token=TOKEN)
+        assert trail_reply.json()["audit"]
+        check("/api/audit", "200", trail_reply.json())
         parked = call(f"{url}/api/tasks/{busy['parked']}").json()
         assert parked["steps"]
         assert parked["waiting_for"]

@@ -24,8 +24,8 @@ from shardq import __version__
 from shardq.core.task import Attempt, Step, TaskInfo
 from shardq.core.validate import MAX_RUNNING, QUEUE_NAME
 from shardq.flows.nodes import Flow
-from shardq.ops.graphs import MAX_LISTED
 from shardq.ops.audit import LIST_MOST, Record
+from shardq.ops.graphs import MAX_LISTED
 from shardq.ops.history import Minute
 from shardq.ops.queuestats import QueueStats
 from shardq.ops.workers import WorkerInfo
