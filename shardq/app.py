@@ -15,6 +15,7 @@ from shardq.client import Client
 from shardq.core import embedded, validate
 from shardq.core.config import ClientConfig, check_setting
 from shardq.core.errors import ConfigError, InvalidTask
+from shardq.core.masking import Rule, checked, for_function
 from shardq.core.redaction import redact
 from shardq.core.task import Task
 from shardq.loops.periodic import Schedule
@@ -59,6 +60,9 @@ class Handler:
     raw: bool
     keep_result_s: float | None = None
     """How long the result of a task that succeeded is kept (None: not kept)."""
+    redact: Rule | None = None
+    """What is masked in its tasks' payloads, and in their errors where they quote them
+    (see :mod:`shardq.core.masking`); None: nothing."""
     is_async: bool = field(init=False)
     """Whether the function is a coroutine function (runs on the worker's event loop)."""
 
@@ -147,24 +151,29 @@ class App:
     @overload
     def task(self, fn: Callable[P, R], *, queue: str = ..., name: str | None = ...,
              max_attempts: int | None = ..., lease_s: float | None = ...,
-             priority: int = ..., keep_result_s: float | None = ...) -> TaskFunction[P, R]: ...
+             priority: int = ..., keep_result_s: float | None = ...,
+             redact: Rule | None = ...) -> TaskFunction[P, R]: ...
 
     @overload
     def task(self, fn: None = None, *, queue: str = ..., name: str | None = ...,
              max_attempts: int | None = ..., lease_s: float | None = ...,
-             priority: int = ..., keep_result_s: float | None = ...
+             priority: int = ..., keep_result_s: float | None = ...,
+             redact: Rule | None = ...
              ) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
 
     def task(self, fn: Callable[P, R] | None = None, *, queue: str = DEFAULT_QUEUE,
              name: str | None = None, max_attempts: int | None = None,
              lease_s: float | None = None, priority: int = 0,
-             keep_result_s: float | None = None
+             keep_result_s: float | None = None, redact: Rule | None = None
              ) -> TaskFunction[P, R] | Callable[[Callable[P, R]], TaskFunction[P, R]]:
         """Register a function (sync or async) as a task; usable bare (``@app.task``) or
         with options (``@app.task(queue=...)``).  With ``keep_result_s``, what the
         function returns is kept that long after the task succeeded, for
         :meth:`Client.result` (a value that is not JSON is not kept: the result says
-        why instead)."""
+        why instead).  ``redact`` masks parts of its payloads: field names (a list or
+        tuple, matched at any depth, and the function's arguments of those names), or a
+        callable from a payload to its masked copy.  Workers mask those values in the
+        errors they store, and the dashboard serving the app shows the payloads masked."""
         def register(f: Callable[P, R]) -> TaskFunction[P, R]:
             task_name = name or f"{f.__module__}.{f.__qualname__}"
             try:
@@ -175,19 +184,21 @@ class App:
             if lease_s is not None:
                 check_setting(ClientConfig, "lease_s", lease_s, f"lease_s of task {task_name!r}")
             keep = checked_keep(keep_result_s, f"keep_result_s of task {task_name!r}")
+            rule = checked(redact, f"redact of task {task_name!r}")
             if task_name in self.tasks:
                 raise ConfigError(f"a task named {task_name!r} is already registered")
             self.tasks[task_name] = Handler(f, task_queue, lease_s, raw=False,
-                                            keep_result_s=keep)
+                                            keep_result_s=keep, redact=for_function(rule, f))
             return TaskFunction(self, f, name=task_name, queue=task_queue,
-                                max_attempts=max_attempts, priority=priority)
+                                max_attempts=max_attempts, priority=priority, redact=rule)
 
         return register(fn) if fn is not None else register
 
     def periodic(self, *, cron: str | None = None, every_s: float | None = None,
                  tz: str = "UTC", missed: str = "once", queue: str = DEFAULT_QUEUE,
                  name: str | None = None, priority: int = 0, max_attempts: int | None = None,
-                 lease_s: float | None = None, keep_result_s: float | None = None
+                 lease_s: float | None = None, keep_result_s: float | None = None,
+                 redact: Rule | None = None
                  ) -> Callable[[Callable[[], R]], TaskFunction[[], R]]:
         """Register a function without arguments as a task enqueued on a schedule.
 
@@ -214,25 +225,27 @@ class App:
             schedule = Schedule(schedule_name, when, queue, priority, max_attempts, policy)
             task: TaskFunction[[], R] = self.task(f, queue=queue, name=schedule.name,
                                                   max_attempts=max_attempts, lease_s=lease_s,
-                                                  priority=priority, keep_result_s=keep_result_s)
+                                                  priority=priority, keep_result_s=keep_result_s,
+                                                  redact=redact)
             self.schedules[schedule.name] = schedule
             return task
 
         return register
 
     def handler(self, queue: str, *, lease_s: float | None = None,
-                keep_result_s: float | None = None
+                keep_result_s: float | None = None, redact: Rule | None = None
                 ) -> Callable[[Callable[[Any], R]], Callable[[Any], R]]:
         """Register a raw handler: it gets the payload of every task of ``queue``
-        (``keep_result_s``: as for :meth:`task`)."""
+        (``keep_result_s``, ``redact``: as for :meth:`task`)."""
         def register(f: Callable[[Any], R]) -> Callable[[Any], R]:
             if lease_s is not None:
                 check_setting(ClientConfig, "lease_s", lease_s, f"lease_s of queue {queue!r}")
             keep = checked_keep(keep_result_s, f"keep_result_s of queue {queue!r}")
+            rule = checked(redact, f"redact of queue {queue!r}")
             if queue in self.raw:
                 raise ConfigError(f"queue {queue!r} already has a handler")
             self.raw[_options(f"handler of queue {queue!r}", queue)] = Handler(
-                f, queue, lease_s, raw=True, keep_result_s=keep)
+                f, queue, lease_s, raw=True, keep_result_s=keep, redact=rule)
             return f
 
         return register

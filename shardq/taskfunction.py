@@ -13,6 +13,7 @@ from shardq.api import Operations
 from shardq.client import Client
 from shardq.core.arguments import Arguments
 from shardq.core.errors import InvalidTask
+from shardq.core.masking import Rule
 from shardq.core.plan import Plan
 from shardq.core.task import TaskId
 from shardq.flows.canvas import Signature
@@ -38,10 +39,13 @@ class TaskFunction(Generic[P, R]):
     """A function registered with ``@app.task``: call it, or ``.enqueue(...)`` it."""
 
     def __init__(self, app: Clients, fn: Callable[P, R], *, name: str, queue: str,
-                 max_attempts: int | None, priority: int) -> None:
+                 max_attempts: int | None, priority: int, redact: Rule | None = None
+                 ) -> None:
         functools.update_wrapper(self, fn)
         self.app, self.fn, self.name, self.queue = app, fn, name, queue
         self.max_attempts, self.priority = max_attempts, priority
+        self.redact = redact
+        """What is masked in its payloads (``@app.task(redact=...)``), or None."""
         self.arguments = Arguments(name, fn)
         """What the function accepts: each enqueue is checked against it (:class:`InvalidTask`,
         nothing written) instead of failing in the worker attempt after attempt."""

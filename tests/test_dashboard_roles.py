@@ -117,20 +117,21 @@ def test_each_role_may_do_what_its_role_allows_and_nothing_else(
         assert timed.paused() == {}
 
 
-def test_reads_need_a_credential_and_viewers_see_payload_sizes(
+def test_reads_need_a_credential_and_viewers_see_payloads_masked(
         site: str, timed: shardq.Client, people: dict[str, Any]) -> None:
     queue = fresh("reads")
-    task_id = timed.enqueue(queue, {"card": "4111 1111 1111 1111"})
+    task_id = timed.enqueue(queue, {"card": "4111 1111 1111 1111", "lines": [1, 2]})
     assert call(f"{site}/api/queues").status == 401
     assert call(f"{site}/api/queues", token="viewer-1.wrong").status == 403
     page = call(f"{site}/queues/{queue}")
     assert page.status == 303  # to the login page
     assert "/login?next=" in page.headers["location"]
     viewed = call(f"{site}/api/tasks/{task_id}", token=people["viewer"]).json()
-    assert "payload" not in viewed
-    assert viewed["payload_bytes"] > 0
+    assert viewed["payload"] == {"card": "***", "lines": ["***", "***"]}  # the shape only
+    listed = call(f"{site}/api/queues/{queue}", token=people["viewer"]).text
+    assert "4111" not in listed
     operated = call(f"{site}/api/tasks/{task_id}", token=people["operator"]).json()
-    assert operated["payload"] == {"card": "4111 1111 1111 1111"}
+    assert operated["payload"] == {"card": "4111 1111 1111 1111", "lines": [1, 2]}
 
 
 def test_an_audit_row_is_written_in_the_action_s_transaction(

@@ -32,10 +32,15 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 
     config = from_arguments(DashboardConfig, args)
     token = read_token(config.token_file) if config.token_file else None
+    tasks = None
+    if args.app:
+        from shardq.worker.run import load_app  # the user's module: only when named
+
+        tasks = load_app(args.app)
     # Bound first, so that a port in use is one line and nothing is announced.
     with listen(config.host, config.port) as sock, stopped_by_signals() as stop, \
             Client(config=from_arguments(ClientConfig, args)) as client:
-        app = create_app(client, config, token=token)
+        app = create_app(client, config, token=token, app=tasks)
         mode = ("actions need the token" if token else
                 f"users of {config.users_file}" if config.users_file else
                 f"users named by the proxy's {config.proxy_user_header}"
@@ -107,6 +112,8 @@ def add_commands(command: Callable[[str, Handler, str], argparse.ArgumentParser]
                 "tasks and a JSON API (pip install 'shardq[web]'); `dashboard user` manages "
                 "its users")
     add_arguments(p, DashboardConfig)
+    p.add_argument("--app", metavar="MODULE:APP",
+                   help="the shardq.App whose tasks' redact rules mask their payloads")
     people = p.add_subparsers(dest="dashboard_command", metavar="{user}")
     user = people.add_parser("user", help="the dashboard's named credentials (--users-file)")
     acts = user.add_subparsers(dest="user_action", required=True)

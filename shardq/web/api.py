@@ -33,7 +33,7 @@ from shardq.ops import attempts, history, inspection, queuestats, workers
 from shardq.ops.audit import Actor
 from shardq.web import actions, openapi, reads
 from shardq.web.context import context
-from shardq.web.gate import authorised, hides_payloads
+from shardq.web.gate import authorised, showing
 
 Endpoint = Callable[[Request], Awaitable[JSONResponse]]
 TRUE = ("1", "true", "yes")
@@ -50,7 +50,7 @@ def get_queue(request: Request) -> JSONResponse:
     """One queue's figures, task lists and hour of throughput."""
     ctx = context(request)
     view = reads.queue_view(ctx.st, request.path_params["name"])
-    return JSONResponse(reads.queue_json(view, hides_payloads(request)))
+    return JSONResponse(reads.queue_json(view, showing(request), ctx.masks))
 
 
 def get_task(request: Request) -> JSONResponse:
@@ -59,7 +59,7 @@ def get_task(request: Request) -> JSONResponse:
     task = ctx.st.perform(inspection.get(ctx.st, request.path_params["id"]))
     if task is None:
         raise HTTPException(404, "no such task (finished, purged or never enqueued)")
-    return JSONResponse(reads.task_json(task, hides_payloads(request)))
+    return JSONResponse(reads.task_json(task, showing(request), ctx.masks))
 
 
 def get_attempts(request: Request) -> JSONResponse:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -25,12 +25,17 @@ from shardq.web.config import DashboardConfig
 from shardq.web.context import Context
 from shardq.web.gate import guarded
 from shardq.web.headers import SecurityHeaders
+from shardq.web.masks import Masks
 from shardq.web.proxy import Forwarded, ProxyIdentity
 from shardq.web.users import UsersFile
 
+if TYPE_CHECKING:
+    from shardq.app import App
+
 
 def create_app(client: Client, config: DashboardConfig | None = None, *,
-               token: str | None = None, resolver: Resolver | None = None) -> Starlette:
+               token: str | None = None, resolver: Resolver | None = None,
+               app: App | None = None) -> Starlette:
     """The dashboard for ``client``'s schema, as an ASGI app to serve or to mount.
 
     Who may use it: with ``token``, whoever holds it acts as ``admin`` and anyone reads;
@@ -40,7 +45,9 @@ def create_app(client: Client, config: DashboardConfig | None = None, *,
     awaitable of one), the embedding app does.  Without any, or with
     ``config.read_only``, no action is served.  The client stays the caller's to
     close.  Every response carries the headers of :mod:`shardq.web.headers` (a strict
-    Content-Security-Policy; ``config.frame_ancestors`` may frame the pages).  Mount it
+    Content-Security-Policy; ``config.frame_ancestors`` may frame the pages).  With
+    ``app``, each task's payload is masked by its function's ``redact`` rule
+    (``@app.task(redact=...)``), besides the fields of ``config.redact``.  Mount it
     under a path of your own app::
 
         Mount("/queues", app=create_app(client, token=secret))
@@ -58,16 +65,16 @@ def create_app(client: Client, config: DashboardConfig | None = None, *,
     if authority.acts:
         routes += [*api.ACTIONS, *pages.ACTIONS, *flowpages.ACTIONS]
     public = [*assets.ROUTES, *api.DOCUMENT, *(pages.LOGIN if authority.logs_in else [])]
-    app = Starlette(routes=[*public, *(guarded(r) for r in routes)], exception_handlers={
+    site = Starlette(routes=[*public, *(guarded(r) for r in routes)], exception_handlers={
         HTTPException: _http_error, UnknownQueue: _unknown, InvalidTask: _invalid,
         PermissionDenied: _refused, DatabaseError: _unavailable, ShardqError: _invalid})
-    app.state.shardq = Context(client.statements, authority, config.hide_payloads,
-                               config.refresh_ms)
-    app.add_middleware(ServerTiming)
-    app.add_middleware(SecurityHeaders, frame_ancestors=config.frame_ancestors)
+    site.state.shardq = Context(client.statements, authority, config.hide_payloads,
+                                config.refresh_ms, Masks.of(app, config.redact))
+    site.add_middleware(ServerTiming)
+    site.add_middleware(SecurityHeaders, frame_ancestors=config.frame_ancestors)
     # Outermost (added last): the others see the scheme and client a proxy forwarded.
-    app.add_middleware(Forwarded, trusted=config.proxies())
-    return app
+    site.add_middleware(Forwarded, trusted=config.proxies())
+    return site
 
 
 class ServerTiming:

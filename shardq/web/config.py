@@ -66,9 +66,16 @@ class DashboardConfig:
     frame_ancestors: str | None = setting(
         None, "origins allowed to frame the pages, e.g. 'self' https://intranet.example.com; "
               "default none")
+    redact: tuple[str, ...] = setting(
+        (), "payload fields masked in every task's payload, at any depth, and in its errors "
+            "(beside the redact rules of --app's tasks)")
 
     def __post_init__(self) -> None:
         check_settings(self)
+        # "--redact card,cvc" names two fields, as SHARDQ_REDACT=card,cvc does: taken as
+        # one name, neither would be masked.
+        names = tuple(n.strip() for f in self.redact for n in f.split(",") if n.strip())
+        object.__setattr__(self, "redact", names)
         sources = [flag for flag, value in (("--token-file", self.token_file),
                                             ("--users-file", self.users_file),
                                             ("--proxy-user-header", self.proxy_user_header))

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from starlette.requests import Request
 
 from shardq.core.statements import Statements
 from shardq.web.auth import Authority
+from shardq.web.masks import Masks
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,8 @@ class Context:
     authority: Authority
     hide_payloads: bool
     refresh_ms: int
+    masks: Masks = field(default_factory=Masks)
+    """What is masked in tasks' payloads (see :mod:`shardq.web.masks`)."""
 
     @property
     def actions(self) -> bool:

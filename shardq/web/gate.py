@@ -23,6 +23,7 @@ from starlette.routing import Route
 from shardq.ops import audit
 from shardq.web.auth import COOKIE, Caller, actor, is_api
 from shardq.web.context import context
+from shardq.web.masks import Show
 from shardq.web.roles import ACTIONS, User
 
 Endpoint = Callable[[Request], Any]
@@ -119,9 +120,11 @@ def _login(request: Request) -> str:
 
 
 
-def hides_payloads(request: Request) -> bool:
-    """Whether payloads show as sizes only: the dashboard hides them, or the caller is a
-    viewer."""
+def showing(request: Request) -> Show:
+    """How much of a payload the caller sees (see :mod:`shardq.web.masks`): its size when
+    the dashboard hides payloads, its shape with every value masked for a viewer, else
+    the payload masked by the redact rules."""
+    if context(request).hide_payloads:
+        return "sizes"
     found = caller(request)
-    return context(request).hide_payloads or (found.user is not None
-                                               and found.user.role == "viewer")
+    return "masked" if found.user is not None and found.user.role == "viewer" else "full"

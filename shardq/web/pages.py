@@ -26,10 +26,10 @@ from shardq.ops import attempts, audit, history, inspection, queuestats, session
 from shardq.ops.audit import Actor
 from shardq.ops.sessions import Opened
 from shardq.text import durable, figures, limits
-from shardq.web import actions, chart, reads
+from shardq.web import actions, chart, masks, reads
 from shardq.web.auth import COOKIE, actor, address
 from shardq.web.context import context
-from shardq.web.gate import authorised, caller, hides_payloads, refuse, root, set_cookie
+from shardq.web.gate import authorised, caller, refuse, root, set_cookie, showing
 from shardq.web.roles import User
 from shardq.web.timeline import timeline
 
@@ -48,7 +48,7 @@ def render(request: Request, name: str, values: dict[str, Any], status: int = 20
         "ctx": ctx, "now": reads.now(ctx.st), "user": found.user,
         "logged_in": found.user is not None,
         "csrf": found.session.csrf if found.session is not None else "",
-        "hide_payloads": hides_payloads(request),
+        "hide_payloads": showing(request) == "sizes",
         # Forms need the session's CSRF token: a page shows those its user may post.
         "may": lambda action: bool(ctx.actions and found.user is not None and found.session
                                    and found.user.may(action)),
@@ -69,7 +69,9 @@ def queues_rows(request: Request) -> Response:
 
 def queue_page(request: Request) -> Response:
     """One queue: figures, tasks in line, running tasks, dead letters, its hour."""
-    view = reads.queue_view(context(request).st, request.path_params["name"])
+    ctx = context(request)
+    view = reads.shown_view(reads.queue_view(ctx.st, request.path_params["name"]),
+                            showing(request), ctx.masks)
     return render(request, "queue.html", {"view": view, "q": view.stats})
 
 
@@ -92,7 +94,8 @@ def task_page(request: Request) -> Response:
     """One task: state, payload, history, attempts, lease, and its flow if it has one.  A
     task that is gone (it finished, or was cancelled or purged) shows the attempts it
     left, if any; the id of a flow goes to the flow's page."""
-    st = context(request).st
+    ctx = context(request)
+    st = ctx.st
     task = st.perform(inspection.get(st, request.path_params["id"]))
     if task is None:
         history = st.perform(attempts.attempts(st, request.path_params["id"]))
@@ -103,6 +106,7 @@ def task_page(request: Request) -> Response:
             raise HTTPException(404, "no such task: it finished, was purged, or never existed")
         return render(request, "task_gone.html", {"task_id": request.path_params["id"],
                                                   "history": history})
+    task = masks.shown(task, showing(request), ctx.masks)
     return render(request, "task.html", {"task": task, "events": timeline(task),
                                          "history": task.history})
 

@@ -28,6 +28,7 @@ from shardq.flows.nodes import Flow
 from shardq.ops import graphs, history, inspection, queuestats
 from shardq.ops.queuestats import QueueStats
 from shardq.ops.workers import WorkerInfo
+from shardq.web.masks import Masks, Show, shown
 
 LIST_ROWS = 20  # tasks in each list of a queue's page
 FLOW_ROWS = 500  # tasks listed on a flow's page
@@ -85,25 +86,35 @@ def payload_bytes(payload: Any) -> int:
     return len(json.dumps(payload, separators=(",", ":")).encode())
 
 
-def task_json(task: TaskInfo, hide_payloads: bool) -> dict[str, Any]:
-    """A task's record as JSON-ready values; with ``hide_payloads``, its payload's size
-    (``payload_bytes``) instead of the payload, and each step's (``value_bytes``) instead
-    of its value."""
-    out = {k: plain(v) for k, v in dataclasses.asdict(task).items()}
-    if hide_payloads:  # a durable task's step values are hidden as its payload is
+def task_json(task: TaskInfo, show: Show, masks: Masks) -> dict[str, Any]:
+    """A task's record as JSON-ready values, shown as ``show`` says (see
+    :mod:`shardq.web.masks`): with ``sizes``, its payload's size (``payload_bytes``)
+    instead of the payload, and each step's (``value_bytes``) instead of its value."""
+    out = {k: plain(v) for k, v in dataclasses.asdict(shown(task, show, masks)).items()}
+    if show == "sizes":  # a durable task's step values are hidden as its payload is
         out["payload_bytes"] = payload_bytes(out.pop("payload"))
         for step in out["steps"]:
             step["value_bytes"] = payload_bytes(step.pop("value"))
     return out
 
 
-def queue_json(view: QueueView, hide_payloads: bool) -> dict[str, Any]:
-    """A queue's page as JSON-ready values."""
-    lists = ("oldest_waiting", "newest_waiting", "next_scheduled", "running", "dead")
+LISTS = ("oldest_waiting", "newest_waiting", "next_scheduled", "running", "dead")
+
+
+def queue_json(view: QueueView, show: Show, masks: Masks) -> dict[str, Any]:
+    """A queue's page as JSON-ready values (its tasks shown as ``show`` says)."""
     return {"stats": view.stats.as_dict(),
-            **{name: [task_json(t, hide_payloads) for t in getattr(view, name)]
-               for name in lists},
+            **{name: [task_json(t, show, masks) for t in getattr(view, name)]
+               for name in LISTS},
             "throughput": minutes_json(view.throughput)}
+
+
+def shown_view(view: QueueView, show: Show, masks: Masks) -> QueueView:
+    """A queue's page with its tasks as the dashboard shows them (see
+    :func:`shardq.web.masks.shown`)."""
+    lists: dict[str, Any] = {name: [shown(t, show, masks) for t in getattr(view, name)]
+                             for name in LISTS}
+    return dataclasses.replace(view, **lists)
 
 
 def minutes_json(minutes: list[history.Minute]) -> list[dict[str, Any]]:

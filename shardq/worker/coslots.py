@@ -151,7 +151,7 @@ class LoopSlots(Slots):
         except BaseException as exc:  # a handler's failure is the task's
             if self._abandoned:  # cancelled by join: the slot ends, the task goes back
                 raise
-            return self.outcomes.failed(task, exc)
+            return self.outcomes.failed(task, handler, exc)
         finally:
             unbind(token)
             self._uncancel(me)

@@ -14,6 +14,7 @@ from typing import Any
 from shardq.app import App, Handler, NoHandler
 from shardq.core import tracing
 from shardq.core.lograte import RateLimit
+from shardq.core.masking import Rule, masked_text
 from shardq.core.task import Task
 from shardq.core.validate import error_text, writable
 from shardq.durable import Park
@@ -39,13 +40,20 @@ def _in_flow(task: Task) -> bool:
     return isinstance(payload, dict) and payload.get("flow_keep") is True
 
 
-def describe(exc: BaseException) -> str:
+def describe(exc: BaseException, task: Task, rule: Rule | None) -> str:
     """The error text stored with a failed task: its traceback without shardq's own
-    frames (:mod:`shardq.worker.frames`), made storable by
-    :func:`shardq.core.validate.error_text` (passwords masked, NULs removed, cut to size)."""
+    frames (:mod:`shardq.worker.frames`), with what ``rule`` masks in the task's payload
+    masked, made storable by :func:`shardq.core.validate.error_text` (passwords masked,
+    NULs removed, cut to size)."""
     if isinstance(exc, isolation.ChildFailed):  # the suspect's process told what happened
-        return error_text(exc.text)
-    return error_text(handler_traceback(exc))
+        return error_text(hidden(exc.text, task, rule))
+    return error_text(hidden(handler_traceback(exc), task, rule))
+
+
+def hidden(text: str, task: Task, rule: Rule | None) -> str:
+    """``text`` with the values ``rule`` masks in the task's payload masked: before the
+    text is cut to size, which could split a value and leave part of it unmatched."""
+    return text if rule is None else masked_text(text, task.payload, rule)
 
 
 def duration(seconds: float) -> str:
@@ -110,23 +118,27 @@ class Outcomes:
                         handler.fn, kept.error.removeprefix(NOT_KEPT))
         return Outcome(task, ok=True, kept=kept)
 
-    def failed(self, task: Task, exc: BaseException) -> Outcome:
+    def failed(self, task: Task, handler: Handler, exc: BaseException) -> Outcome:
         """The outcome of a run that raised: a park when a durable call waits (``Park``),
         a retry when asked (``Retry``), dead at once (``Fail``), else a failure that the
-        backoff retries.  ``KeyboardInterrupt`` and
+        backoff retries; its error, and the line logged, with what the handler's
+        ``redact`` rule masks in the payload masked.  ``KeyboardInterrupt`` and
         ``SystemExit`` are not a handler's failure: they propagate."""
         if isinstance(exc, KeyboardInterrupt | SystemExit):
             raise exc
         if isinstance(exc, Park):  # a durable call waits: not a failure
             return Outcome(task, ok=False, park=exc.parking)
         tracing.failed(exc)
+        rule = handler.redact
         if isinstance(exc, Retry):
-            return Outcome(task, ok=False, error=error_text(str(exc)), retry_in_s=exc.in_s)
+            return Outcome(task, ok=False, error=error_text(hidden(str(exc), task, rule)),
+                           retry_in_s=exc.in_s)
         dead = isinstance(exc, Fail)
-        self._warn(task, exc, dead=dead)
-        return Outcome(task, ok=False, error=describe(exc), dead=dead)
+        self._warn(task, exc, dead=dead, rule=rule)
+        return Outcome(task, ok=False, error=describe(exc, task, rule), dead=dead)
 
-    def _warn(self, task: Task, exc: BaseException, *, dead: bool) -> None:
+    def _warn(self, task: Task, exc: BaseException, *, dead: bool,
+              rule: Rule | None = None) -> None:
         """Log a failure: what became of the task, and why (rate limited)."""
         kind, text = type(exc).__name__, str(exc).strip()
         repeats = self._warnings.allow((task.queue, kind, text.splitlines()[0] if text else ""))
@@ -143,7 +155,7 @@ class Outcomes:
         trace_id = tracing.trace_id()
         fields = {"task_id": task.id, "queue": task.queue, "attempt": task.attempts,
                   "error": kind}
-        log.warning("%s%s%s", self._fate(task, exc, dead=dead), more,
+        log.warning("%s%s%s", hidden(self._fate(task, exc, dead=dead), task, rule), more,
                     f" trace_id={trace_id}" if trace_id else "",
                     extra={**fields, "trace_id": trace_id} if trace_id else fields)
 

@@ -35,22 +35,12 @@ def load_target(target: str, queues: tuple[str, ...]) -> App:
     chained to it): a module that does not import, an attribute it lacks or that is
     neither an App nor a function, a ``--queue`` the App has no task for.
     """
-    module_name, sep, attribute = target.partition(":")
-    if not sep or not module_name or not attribute:
-        raise ConfigError(
-            f"the target must look like module:app or module:function, got {target!r}")
-    module = _imported(module_name)
-    obj = module
-    for part in attribute.split("."):
-        if not hasattr(obj, part):
-            raise ConfigError(f"{module_name!r} has no attribute {attribute!r}"
-                              f"{_apps_in(module)}")
-        obj = getattr(obj, part)
+    module, obj = _attribute(target, "module:app or module:function")
     if isinstance(obj, App):
         return _with_queues(target, obj, queues)
     if isinstance(obj, TaskFunction):
         owners = [name for name, value in vars(module).items() if value is obj.app]
-        hint = f"{module_name}:{owners[0]}" if owners else "the App it belongs to"
+        hint = f"{module.__name__}:{owners[0]}" if owners else "the App it belongs to"
         raise ConfigError(f"{target!r} is a task of an App, not a raw handler: consume {hint}")
     if callable(obj):
         if not queues:
@@ -61,6 +51,31 @@ def load_target(target: str, queues: tuple[str, ...]) -> App:
         return app
     raise ConfigError(f"{target!r} is an object of type {type(obj).__name__}, neither a "
                       f"shardq.App nor a function{_apps_in(module)}")
+
+
+def load_app(target: str) -> App:
+    """The App ``module:app`` names (the dashboard's ``--app``); one :class:`ConfigError`
+    line, as :func:`load_target` gives, for anything else."""
+    module, obj = _attribute(target, "module:app")
+    if not isinstance(obj, App):
+        raise ConfigError(f"{target!r} is an object of type {type(obj).__name__}, not a "
+                          f"shardq.App{_apps_in(module)}")
+    return obj
+
+
+def _attribute(target: str, shape: str) -> tuple[Any, Any]:
+    """The module ``target`` names, imported, and the object it names in it."""
+    module_name, sep, attribute = target.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ConfigError(f"the target must look like {shape}, got {target!r}")
+    module = _imported(module_name)
+    obj = module
+    for part in attribute.split("."):
+        if not hasattr(obj, part):
+            raise ConfigError(f"{module_name!r} has no attribute {attribute!r}"
+                              f"{_apps_in(module)}")
+        obj = getattr(obj, part)
+    return module, obj
 
 
 def _imported(module_name: str) -> Any:

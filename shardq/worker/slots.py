@@ -150,7 +150,7 @@ class ThreadSlots(Slots):
                 return self.outcomes.succeeded(task, handler, isolation.run_alone(ref, context))
             return self.outcomes.returned(task, handler, handler.call(task.payload))
         except BaseException as exc:  # a handler's failure is the task's
-            return self.outcomes.failed(task, exc)
+            return self.outcomes.failed(task, handler, exc)
         finally:
             unbind(token)
             self._observe(me, task.queue, time.perf_counter() - start)
