@@ -147,7 +147,7 @@ def cmd_task(args: argparse.Namespace) -> int:
 
 
 def cmd_dead(args: argparse.Namespace) -> int:
-    """List, retry or purge dead tasks."""
+    """List, retry, redrive or purge dead tasks."""
     with _client(args) as client:
         if args.action == "list":
             for info in client.dead(args.queue, limit=args.limit):
@@ -156,6 +156,12 @@ def cmd_dead(args: argparse.Namespace) -> int:
                                   "key": info.key, "attempts": info.attempts,
                                   "times_requeued": info.times_requeued,
                                   "last_error": redact(error[-1]) if error else None}))
+        elif args.action == "redrive":
+            done = client.redrive_dead(args.queue, error=args.error,
+                                       older_than_s=args.older_than_s,
+                                       newer_than_s=args.newer_than_s, dry_run=args.dry_run,
+                                       limit=args.limit)
+            print(done.sentence(args.queue))
         elif args.action == "retry":
             if bool(args.ids) == bool(args.queue):
                 print("shardq: give task ids or --queue", file=sys.stderr)

@@ -1,6 +1,6 @@
 """The janitor: rescues tasks whose lease expired, applies due priority head starts,
-deletes dead tasks, kept results and attempts past their retention, and forgets workers
-not seen for ``worker_stale_s``.
+deletes dead tasks, kept results and attempts past their retention, forgets workers
+not seen for ``worker_stale_s``, and clears the pauses of queues that ended.
 
 It is separate from the claimers and safe to run in several processes at once:
 every statement takes its rows with ``FOR UPDATE SKIP LOCKED`` and re-checks
@@ -20,7 +20,7 @@ from shardq.core.errors import InvalidTask
 from shardq.core.loop import Loop
 from shardq.core.statements import Statements
 from shardq.loops import resolver
-from shardq.ops import attempts, durable, history, workers
+from shardq.ops import attempts, control, durable, history, workers
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,9 @@ class JanitorReport:
     expired_events: int = 0
     """Durable tasks' events deleted: emitted longer ago than ``event_keep_s``, or
     written by a park whose deadline passed (see :mod:`shardq.ops.durable`)."""
+    pauses_ended: int = 0
+    """Pauses of queues cleared because their ``paused_until`` passed (claims hand out
+    those queues' tasks from that time, cleared or not)."""
 
     def __add__(self, other: JanitorReport) -> JanitorReport:
         return JanitorReport(*(a + b for a, b in zip(astuple(self), astuple(other),
@@ -97,14 +100,15 @@ def _expired(rows: list[tuple[Any, ...]]) -> JanitorReport:
 
 
 # Old throughput counts, attempts and workers' rows are few, or expire in days or
-# minutes: seeing to them once a minute is plenty.
+# minutes, and a pause that ended holds up no claim: seeing to them once a minute is
+# plenty.
 PRUNE_EVERY_S = 60.0
 
 
 def janitor_pass(st: Statements, *, prune: bool = True) -> JanitorReport:
     """One pass over every bucket of the schema, then over the expired results (and, with
     ``prune``, fold old throughput counts into minutes, :func:`shardq.ops.history.fold`,
-    delete expired attempts and forget stale workers)."""
+    clear the pauses that ended, delete expired attempts and forget stale workers)."""
     report = JanitorReport()
     if prune:
         st.perform(history.fold(st))
@@ -122,7 +126,8 @@ def janitor_pass(st: Statements, *, prune: bool = True) -> JanitorReport:
                             flow_cancelled=folded.cancelled, flows_finished=folded.finished)
     if prune:
         report += JanitorReport(expired_flows=resolver.purge(st, st.config.janitor_batch),
-                                expired_events=_events(st))
+                                expired_events=_events(st),
+                                pauses_ended=len(st.perform(control.end_pauses(st))))
     if prune:
         # Workers are forgotten last: the rescues above still copied the names of the
         # dead ones into the attempts they ended.
