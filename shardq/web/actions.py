@@ -1,14 +1,16 @@
 """The dashboard's actions, each bounded so that one request stays short.
 
-Actions over a whole queue (purge it, retry or purge its dead letters) do at most
-:data:`ACTION_ROWS` tasks a call and say whether more remain; the API's caller (or the
-page's button, pressed again) repeats them.
+Actions over a whole queue (purge it, retry, redrive or purge its dead letters) do at
+most :data:`ACTION_ROWS` tasks a call and say whether more remain; the API's caller (or
+the page's button, pressed again) repeats them.  Their arguments may come as posted
+text (a page's form) or JSON values (the API).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -30,10 +32,13 @@ class Done:
     more: bool = False
 
 
-def pause(st: Statements, queue: str) -> Done:
-    """Pause ``queue``."""
-    at = st.perform(control.pause(st, queue))
-    return Done(f"{queue} paused (since {at:%Y-%m-%d %H:%M:%S %Z})", 1)
+def pause(st: Statements, queue: str, until: str | None = None) -> Done:
+    """Pause ``queue``: until resumed, or until ``until`` (ISO 8601 text with its offset,
+    ``2026-12-01T09:00:00+00:00``; empty or None: until resumed)."""
+    end = _moment("until", until) if until else None
+    at = st.perform(control.pause(st, queue, until=end))
+    return Done(f"{queue} paused (since {at:%Y-%m-%d %H:%M:%S %Z}"
+                + (f", until {end.isoformat()})" if end else ")"), 1)
 
 
 def resume(st: Statements, queue: str) -> Done:
@@ -103,6 +108,47 @@ def purge_dead(st: Statements, queue: str | None, ids: Iterable[UUID | str] | No
     """Delete dead tasks: those ``ids``, or the newest :data:`ACTION_ROWS` of ``queue``."""
     return _dead(st, queue, ids, lambda chosen: st.perform(deadletters.delete(st, chosen)),
                  "purged")
+
+
+def redrive(st: Statements, queue: str, *, error: str | None = None,
+            older_than_s: float | str | None = None, newer_than_s: float | str | None = None,
+            dry_run: bool | str = False) -> Done:
+    """Make eligible again up to :data:`ACTION_ROWS` dead tasks of ``queue`` whose last
+    error contains ``error`` and that died more than ``older_than_s`` and less than
+    ``newer_than_s`` seconds ago (empty: no such bound); with ``dry_run``, count them
+    (up to 10,000) and change nothing.  See :meth:`shardq.Client.redrive_dead`."""
+    if error is not None and not isinstance(error, str):
+        raise InvalidTask(f"error must be text, got {error!r:.60}")
+    done = st.perform(deadletters.redrive(
+        st, queue, error=error or None, older_than_s=_seconds("older_than_s", older_than_s),
+        newer_than_s=_seconds("newer_than_s", newer_than_s),
+        dry_run=dry_run is True or str(dry_run).lower() in ("1", "true", "yes", "on"),
+        limit=ACTION_ROWS))
+    return Done(done.sentence(queue), done.count, done.more)
+
+
+def _moment(name: str, text: object) -> datetime:
+    """ISO 8601 text with its offset as an aware datetime; InvalidTask otherwise."""
+    try:
+        value = datetime.fromisoformat(str(text))
+    except ValueError:
+        raise InvalidTask(f"{name} must be an ISO 8601 time with its offset "
+                          f"(2026-12-01T09:00:00+00:00), got {text!r:.60}") from None
+    if value.tzinfo is None:
+        raise InvalidTask(f"{name} names no time zone: add its offset, e.g. {text}+00:00")
+    return value
+
+
+def _seconds(name: str, value: float | str | None) -> float | None:
+    """A number of seconds from JSON or a form's text (empty or None: none)."""
+    if value is None or value == "":
+        return None
+    try:
+        if isinstance(value, bool):  # JSON's true is no number of seconds
+            raise TypeError
+        return float(value)
+    except (TypeError, ValueError):
+        raise InvalidTask(f"{name} must be a number of seconds, got {value!r:.60}") from None
 
 
 def _dead(st: Statements, queue: str | None, ids: Iterable[UUID | str] | None,

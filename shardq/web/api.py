@@ -4,9 +4,11 @@ Reads: ``GET /api/queues``, ``/api/queues/{name}``, ``/api/tasks/{id}`` (its
 ``history`` holds its attempts), ``/api/tasks/{id}/attempts`` (a finished task's too),
 ``/api/flows/{id}[?limit=]``, ``/api/workers``, ``/api/throughput[?queue=]``.  Actions
 (served only with a token, each needing ``Authorization: Bearer <token>``):
-``POST /api/queues/{name}/pause|resume|purge``, ``POST /api/queues/{name}/limits`` (404
-for a queue shardq does not know, unless ``?create=1``), ``POST /api/dead/retry|purge``
-with ``{"queue": ...}`` or ``{"ids": [...]}``, ``POST /api/tasks/{id}/cancel`` and
+``POST /api/queues/{name}/pause|resume|purge`` (pause takes ``{"until": "ISO 8601
+time"}``), ``POST /api/queues/{name}/limits`` (404 for a queue shardq does not know,
+unless ``?create=1``), ``POST /api/dead/retry|purge`` with ``{"queue": ...}`` or
+``{"ids": [...]}``, ``POST /api/dead/redrive`` with ``{"queue", "error",
+"older_than_s", "newer_than_s", "dry_run"}``, ``POST /api/tasks/{id}/cancel`` and
 ``POST /api/flows/{id}/cancel``.  Actions answer ``{"message", "count", "more"}``;
 ``more`` says a bounded action left work to do (call it again).
 """
@@ -33,6 +35,7 @@ from shardq.web.context import Context, context
 Endpoint = Callable[[Request], Awaitable[JSONResponse]]
 TRUE = ("1", "true", "yes")
 FLOW_LIMIT = 1000  # a flow's tasks listed unless ?limit= says otherwise
+REDRIVE_FIELDS = {"queue", "error", "older_than_s", "newer_than_s", "dry_run"}
 
 
 def get_queues(request: Request) -> JSONResponse:
@@ -93,7 +96,7 @@ def get_throughput(request: Request) -> JSONResponse:
 
 
 def queue_action(act: Callable[[Statements, str], actions.Done]) -> Endpoint:
-    """The endpoint that runs ``act`` (pause, resume or purge) on the queue named."""
+    """The endpoint that runs ``act`` (resume or purge) on the queue named."""
     async def endpoint(request: Request) -> JSONResponse:
         ctx = _authorised(request)
         return _done(await run_in_threadpool(act, ctx.st, request.path_params["name"]))
@@ -109,6 +112,34 @@ def dead_action(act: Callable[[Statements, str | None, list[str] | None], action
         body = await _body(request)
         return _done(await run_in_threadpool(act, ctx.st, body.get("queue"), body.get("ids")))
     return endpoint
+
+
+async def post_pause(request: Request) -> JSONResponse:
+    """Pause the queue named: until resumed, or with ``{"until": "ISO 8601 time"}`` (its
+    offset included) until then."""
+    ctx = _authorised(request)
+    body = await _fields(request, {"until"}, '{"until": "2026-12-01T09:00:00+00:00"}, '
+                                             "or no body")
+    return _done(await run_in_threadpool(actions.pause, ctx.st, request.path_params["name"],
+                                          body.get("until")))
+
+
+async def post_redrive(request: Request) -> JSONResponse:
+    """Make a queue's dead tasks eligible again, chosen by their last error and how long
+    ago they died, a bounded batch a call; with ``"dry_run": true``, count them."""
+    ctx = _authorised(request)
+    body = await _fields(request, REDRIVE_FIELDS,
+                         '{"queue": name, "error": text, "older_than_s": N, '
+                         '"newer_than_s": N, "dry_run": true}, all but queue optional')
+    if not isinstance(body.get("queue"), str):
+        raise HTTPException(400, 'give {"queue": name, ...}')
+    if not isinstance(body.get("dry_run", False), bool):  # a dry run mistyped would redrive
+        raise HTTPException(400, '"dry_run" must be true or false')
+    return _done(await run_in_threadpool(
+        lambda: actions.redrive(ctx.st, body["queue"], error=body.get("error"),
+                                older_than_s=body.get("older_than_s"),
+                                newer_than_s=body.get("newer_than_s"),
+                                dry_run=body.get("dry_run") is True)))
 
 
 async def post_limits(request: Request) -> JSONResponse:
@@ -167,6 +198,17 @@ async def _body(request: Request) -> dict[str, Any]:
     return body
 
 
+async def _fields(request: Request, allowed: set[str], usage: str) -> dict[str, Any]:
+    """The body's JSON object, of the fields ``allowed`` (400 with ``usage`` otherwise)."""
+    try:
+        body = json.loads(await request.body() or b"{}")
+    except ValueError as exc:
+        raise HTTPException(400, f"the body is not JSON: {exc}") from exc
+    if not isinstance(body, dict) or set(body) - allowed:
+        raise HTTPException(400, f"give {usage}")
+    return body
+
+
 def _done(done: actions.Done) -> JSONResponse:
     return JSONResponse(dataclasses.asdict(done))
 
@@ -181,12 +223,13 @@ READS = [
     Route("/api/throughput", get_throughput),
 ]
 ACTIONS = [
+    Route("/api/queues/{name}/pause", post_pause, methods=["POST"]),
     *(Route(f"/api/queues/{{name}}/{verb}", queue_action(act), methods=["POST"])
-      for verb, act in (("pause", actions.pause), ("resume", actions.resume),
-                        ("purge", actions.purge))),
+      for verb, act in (("resume", actions.resume), ("purge", actions.purge))),
     Route("/api/queues/{name}/limits", post_limits, methods=["POST"]),
     *(Route(f"/api/dead/{verb}", dead_action(act), methods=["POST"])
       for verb, act in (("retry", actions.retry_dead), ("purge", actions.purge_dead))),
+    Route("/api/dead/redrive", post_redrive, methods=["POST"]),
     Route("/api/tasks/{id}/cancel", post_cancel, methods=["POST"]),
     Route("/api/flows/{id}/cancel", post_cancel_flow, methods=["POST"]),
 ]

@@ -28,10 +28,11 @@ from shardq.web.auth import COOKIE
 from shardq.web.context import Context, context
 from shardq.web.timeline import timeline
 
+REDRIVE_FILTERS = ("error", "older_than_s", "newer_than_s")
 ENV = Environment(loader=PackageLoader("shardq.web", "templates"), autoescape=True)
 ENV.filters.update(short=figures.short, duration=figures.duration, figure=figures.count,
                    size=reads.payload_bytes, limits=limits.summary,
-                   rate_field=limits.rate_field,
+                   rate_field=limits.rate_field, paused=figures.paused,
                    labelled=lambda h: list(zip(h, durable.outcomes(h), strict=True)))
 TEMPLATES = Jinja2Templates(env=ENV)
 
@@ -148,7 +149,10 @@ async def queue_action(request: Request) -> Response:
         except UnknownQueue as exc:  # the API's hint names create=True: not for a form
             raise UnknownQueue(exc.queue, exc.known) from None
         return back(request, "queue", done, name=name)
-    act = {"pause": actions.pause, "resume": actions.resume, "purge": actions.purge}.get(verb)
+    if verb == "pause":  # until: empty, or the form's time
+        done = await run_in_threadpool(actions.pause, ctx.st, name, form.get("until"))
+        return back(request, "queue", done, name=name)
+    act = {"resume": actions.resume, "purge": actions.purge}.get(verb)
     if act is None:
         raise HTTPException(404, f"no action {verb!r}")
     done = await run_in_threadpool(act, ctx.st, name)
@@ -156,15 +160,30 @@ async def queue_action(request: Request) -> Response:
 
 
 async def dead_action(request: Request) -> Response:
-    """Retry or purge dead letters of the page's queue (those ticked, or a batch)."""
+    """Retry or purge dead letters of the page's queue (those ticked, or a batch), or
+    redrive (or count) those its filters choose."""
     ctx, form = await checked(request)
     verb = request.path_params["verb"]
+    if verb == "redrive":
+        return await redrive_action(request, ctx, form)
     act = {"retry": actions.retry_dead, "purge": actions.purge_dead}.get(verb)
     if act is None:
         raise HTTPException(404, f"no action {verb!r}")
     queue, ids = form.get("queue", ""), form.getlist("id")
     done = await run_in_threadpool(act, ctx.st, None if ids else queue, ids or None)
     return back(request, "queue", done, name=queue)
+
+
+async def redrive_action(request: Request, ctx: Context, form: Form) -> Response:
+    """Redrive the dead letters the form's filters choose (its count button: count them),
+    then show the queue's page with the filters filled in again."""
+    queue = form.get("queue")
+    filters = {f: form.get(f) for f in REDRIVE_FILTERS}
+    done = await run_in_threadpool(lambda: actions.redrive(
+        ctx.st, queue, **filters, dry_run=form.get("dry_run")))
+    url = request.url_for("queue", name=queue).include_query_params(
+        done=done.message, **{f: v for f, v in filters.items() if v})
+    return RedirectResponse(url, 303)
 
 
 async def cancel_action(request: Request) -> Response:
