@@ -4,13 +4,16 @@
 -- A keyed task waits while a task of its key runs (its follow-up): the check probes
 -- the small index tasks_running_keys and unkeyed tasks skip it.  OFFSET 0 keeps the
 -- planner from turning the probe into a hash of every running key.
--- A paused queue hands out nothing: the check names no column of the row, so it is
+-- A paused queue hands out nothing until its pause ends (paused_until passed, if set:
+-- no one needs to resume it): the check names no column of the row, so it is
 -- evaluated once per statement (an InitPlan on PostgreSQL, one probe of
 -- shardq.queues' primary key), and when it fails the range is never read.
 {claim_range}
       AND NOT EXISTS (
           SELECT 1 FROM shardq.queues AS paused
-          WHERE paused.name = %(queue)s AND paused.paused_at IS NOT NULL)
+          WHERE paused.name = %(queue)s AND paused.paused_at IS NOT NULL
+            AND (paused.paused_until IS NULL
+                 OR paused.paused_until > coalesce(%(now)s::timestamptz, now())))
       AND (key IS NULL OR NOT EXISTS (
           SELECT 1 FROM shardq.tasks AS r
           WHERE r.queue = %(queue)s AND r.key = tasks.key AND r.status = 'locked'

@@ -1,12 +1,18 @@
--- Resume a queue: its pause is cleared (limits_tidy then removes a row left with no
--- limits, so that a queue with no tasks left is no longer listed by queue_names).
--- Returns the row's paused_at, NULL for a queue that was not paused; no row when the
--- queue had none.  (CockroachDB's workers poll: they find the queue's tasks at their
--- next visit of each bucket.)
+-- Resume a queue: its pause is cleared, and its end if it had one (limits_tidy then
+-- removes a row left with no limits, so that a queue with no tasks left is no longer
+-- listed by queue_names).  Returns the row's paused_at, NULL for a queue that was not
+-- paused (a pause whose paused_until passed had ended); no row when the queue had
+-- none.  (CockroachDB's workers poll: they find the queue's tasks at their next visit
+-- of each bucket.)
 WITH old AS (
-    SELECT name, paused_at FROM shardq.queues WHERE name = %(queue)s FOR UPDATE
+    SELECT name,
+           CASE WHEN paused_until IS NULL
+                     OR paused_until > coalesce(%(now)s::timestamptz, now())
+                THEN paused_at END AS paused_at
+    FROM shardq.queues WHERE name = %(queue)s FOR UPDATE
 ), resumed AS (
-    UPDATE shardq.queues AS q SET paused_at = NULL FROM old WHERE q.name = old.name
+    UPDATE shardq.queues AS q SET paused_at = NULL, paused_until = NULL
+    FROM old WHERE q.name = old.name
     RETURNING q.name
 )
 SELECT old.paused_at FROM old

@@ -54,9 +54,11 @@ def test_janitor_once(dsn: str, client: shardq.Client) -> None:
     [task] = claim_all(client, "j", lease_s=0.001)
     report = json.loads(shardq_cli("janitor", "--once", "--dsn", dsn).stdout)
     flows = ("flow_events", "flow_released", "flow_cancelled", "flows_finished",
-             "expired_flows", "expired_events", "expired_audit", "expired_sessions")
-    # What it did to flows and durable tasks' events is reported too (other tests' in
-    # the shared database may have left events to fold in, or to delete).
+             "expired_flows", "expired_events", "expired_audit", "expired_sessions",
+             "pauses_ended")
+    # What it did to flows, durable tasks' events and pauses is reported too (other
+    # tests' in the shared database may have left events to fold in, or to delete, and
+    # pauses that ended).
     assert set(flows) <= set(report)
     assert {k: v for k, v in report.items() if k not in flows} == {
         "rescued": 1, "dead": 0, "promoted": 0, "purged": 0, "expired_results": 0,

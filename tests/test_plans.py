@@ -115,9 +115,12 @@ def test_claim_checks_the_pause_once(big: psycopg.Connection[Any]) -> None:
     assert_bounded_range_scan(plan, "tasks_pkey", LIMIT)
 
 
-def test_paused_queue_claim_reads_no_task(big: psycopg.Connection[Any]) -> None:
+@pytest.mark.parametrize("until", [None, "1 hour"])
+def test_paused_queue_claim_reads_no_task(big: psycopg.Connection[Any], until: str | None
+                                          ) -> None:
     with big.transaction(force_rollback=True):
-        big.execute("INSERT INTO shardq.queues (name, paused_at) VALUES (%s, now())", (QUEUE,))
+        big.execute("INSERT INTO shardq.queues (name, paused_at, paused_until) "
+                    "VALUES (%s, now(), now() + %s::interval)", (QUEUE, until))
         row = big.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + composed(big, "claim"),
                           PARAMS).fetchone()
     assert row is not None
@@ -128,6 +131,30 @@ def test_paused_queue_claim_reads_no_task(big: psycopg.Connection[Any]) -> None:
     assert scans
     assert all(n["Actual Loops"] == 0 for n in scans)  # the range is never read
     assert plan[0]["Actual Rows"] == 0
+
+
+@pytest.mark.parametrize("generic", [False, True])
+def test_a_pause_that_ended_holds_up_no_claim(big: psycopg.Connection[Any],
+                                              generic: bool) -> None:
+    """A pause whose paused_until passed: still one check per statement, and the claim
+    reads its range as for a queue never paused."""
+    text, names = numbered(composed(big, "claim"))
+    statement = f"claim_ended_{int(generic)}"  # PREPARE outlives a rollback: unique names
+    with big.transaction(force_rollback=True):
+        big.execute("INSERT INTO shardq.queues (name, paused_at, paused_until) "
+                    "VALUES (%s, now() - interval '1 hour', now() - interval '1 s')", (QUEUE,))
+        if generic:
+            big.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        big.execute(f"PREPARE {statement} AS " + text)
+        args = ", ".join(psycopg.sql.Literal(PARAMS[n]).as_string(big) for n in names)
+        row = big.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
+                          f"EXECUTE {statement}({args})").fetchone()
+    big.execute(f"DEALLOCATE {statement}")
+    assert row is not None
+    plan = list(nodes(row[0][0]["Plan"]))
+    assert_pause_checked_once(plan)
+    assert_bounded_range_scan(plan, "tasks_pkey", LIMIT)
+    assert plan[0]["Actual Rows"] == LIMIT
 
 
 def test_claim_generic_plan(big: psycopg.Connection[Any]) -> None:
@@ -356,6 +383,47 @@ def test_queue_purge_reads_one_bounded_range(big: psycopg.Connection[Any],
     [scan] = [n for n in plan if n.get("Index Name") == "tasks_pkey"]
     assert "bucket =" in scan["Index Cond"]
     assert scan["Actual Rows"] == LIMIT
+
+
+@pytest.mark.parametrize("generic", [False, True])
+@pytest.mark.parametrize(("bounds", "found"), [
+    ({"older_than_s": 3600.0, "newer_than_s": None}, LIMIT),  # the fixture's died 2 h ago
+    ({"older_than_s": 0.0, "newer_than_s": 60.0}, 0),  # none died in the last minute
+])
+def test_dead_redrive_reads_a_bounded_range_per_bucket(big: psycopg.Connection[Any],
+                                                       generic: bool, bounds: dict[str, Any],
+                                                       found: int) -> None:
+    """The dead tasks a redrive (or its dry run) finds: the queue's dead range of each
+    bucket in turn, both time bounds in the index condition, stopping at the limit."""
+    text, names = numbered(composed(big, "dead_match"))
+    statement = f"dead_match_{int(generic)}_{found}"
+    params = {**PARAMS, **bounds, "error": None, "bucket_count": 16}
+    with big.transaction(force_rollback=True):
+        if generic:
+            big.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        big.execute(f"PREPARE {statement} AS " + text)
+        args = ", ".join(psycopg.sql.Literal(params[n]).as_string(big) for n in names)
+        row = big.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
+                          f"EXECUTE {statement}({args})").fetchone()
+    big.execute(f"DEALLOCATE {statement}")
+    assert row is not None
+    plan = list(nodes(row[0][0]["Plan"]))
+    kinds = [n["Node Type"] for n in plan]
+    assert "Seq Scan" not in kinds, kinds
+    assert "Sort" not in kinds, kinds
+    assert "Bitmap Heap Scan" not in kinds, kinds
+    [scan] = [n for n in plan if n.get("Relation Name") == "tasks"
+              and n.get("Parent Relationship") != "SubPlan"]
+    assert scan["Index Name"] == "tasks_pkey"
+    for column in ("bucket", "queue", "status", "exec_time"):
+        assert column in scan["Index Cond"]
+    assert scan["Index Cond"].count("exec_time") == 2  # both ends of the time range
+    assert scan.get("Rows Removed by Filter", 0) == 0
+    # A bucket holds some 1,250 of the 20k dead tasks: the first gives the whole batch.
+    assert scan["Actual Loops"] == (1 if found else 16)
+    assert scan["Actual Rows"] * scan["Actual Loops"] == found
+    assert scan["Shared Hit Blocks"] + scan.get("Shared Read Blocks", 0) < 200
+    assert plan[0]["Actual Rows"] == found
 
 
 # -- results -------------------------------------------------------------------------------

@@ -132,6 +132,20 @@ class QueueCalls(Base):
         return deadletters.retry(self.statements, ids, queue)
 
     @operation
+    def redrive_dead(self, queue: str, *, error: str | None = None,
+                     older_than_s: float | None = None, newer_than_s: float | None = None,
+                     dry_run: bool = False, limit: int = 1000) -> Plan[deadletters.Redriven]:
+        """Make eligible again, as :meth:`retry_dead` does, up to ``limit`` (at most
+        10,000) dead tasks of ``queue``: those whose last error contains ``error`` (any
+        case, a plain substring), that died more than ``older_than_s`` and less than
+        ``newer_than_s`` seconds ago.  Returns ``count`` and ``more`` (the limit was
+        reached: call again for the rest).  With ``dry_run=True`` nothing changes:
+        ``count`` is how many match (``more``: at least that many)."""
+        return deadletters.redrive(self.statements, queue, error=error,
+                                   older_than_s=older_than_s, newer_than_s=newer_than_s,
+                                   dry_run=dry_run, limit=limit)
+
+    @operation
     def purge_dead(self, queue: str, *, older_than_s: float = 0) -> Plan[int]:
         """Delete ``queue``'s tasks that died more than ``older_than_s`` ago; returns the
         count."""
@@ -140,13 +154,18 @@ class QueueCalls(Base):
     # -- controlling queues ----------------------------------------------------
 
     @operation
-    def pause(self, queue: str, *, create: bool = False) -> Plan[datetime]:
-        """Pause ``queue``: it keeps accepting tasks and hands out none until resumed.
-        Returns when it was paused.  Running workers stop taking its tasks at their next
-        claim.  A queue with no tasks, not paused and not active in the last hour is
-        refused with :class:`shardq.UnknownQueue` (which lists the known ones): pass
-        ``create=True`` to pause a queue before its first task arrives."""
-        return control.pause(self.statements, queue, create=create)
+    def pause(self, queue: str, *, until: datetime | None = None,
+              create: bool = False) -> Plan[datetime]:
+        """Pause ``queue``: it keeps accepting tasks and hands out none until resumed, or
+        with ``until`` (a timezone-aware time to come) until then: claims hand out its
+        tasks again from that time, with no one resuming it.  A pause without ``until``
+        is open-ended, even on a queue paused until some time.  Returns when it was
+        paused (the first pause's time when it already was).  Running workers stop
+        taking its tasks at their next claim.  A queue with no tasks, not paused and not
+        active in the last hour is refused with :class:`shardq.UnknownQueue` (which
+        lists the known ones): pass ``create=True`` to pause a queue before its first
+        task arrives."""
+        return control.pause(self.statements, queue, until=until, create=create)
 
     @operation
     def resume(self, queue: str) -> Plan[bool]:
@@ -156,7 +175,8 @@ class QueueCalls(Base):
 
     @operation
     def paused(self) -> Plan[dict[str, datetime]]:
-        """Every paused queue and when it was paused."""
+        """Every paused queue and when it was paused (a pause whose ``until`` passed has
+        ended; :meth:`stats` gives ``paused_until``)."""
         return control.paused(self.statements)
 
     @operation

@@ -148,7 +148,7 @@ def cmd_task(args: argparse.Namespace) -> int:
 
 
 def cmd_dead(args: argparse.Namespace) -> int:
-    """List, retry or purge dead tasks."""
+    """List, retry, redrive or purge dead tasks."""
     from shardq.client import Client
 
     with _client(args) as client:
@@ -159,6 +159,16 @@ def cmd_dead(args: argparse.Namespace) -> int:
                                   "key": info.key, "attempts": info.attempts,
                                   "times_requeued": info.times_requeued,
                                   "last_error": redact(error[-1]) if error else None}))
+        elif args.action == "redrive":
+            filters = {"error": args.error, "older_than_s": args.older_than_s,
+                       "newer_than_s": args.newer_than_s}
+            redrive = Client.redrive_dead.make(client, args.queue, dry_run=args.dry_run,
+                                               limit=args.limit, **filters)
+            # A dry run changes nothing: only a redrive is recorded.
+            done = client.perform(redrive) if args.dry_run else act(
+                client, "redrive", redrive, lambda d: d.sentence(args.queue),
+                queue=args.queue, params={k: v for k, v in filters.items() if v is not None})
+            print(done.sentence(args.queue))
         elif args.action == "retry":
             if bool(args.ids) == bool(args.queue):
                 print("shardq: give task ids or --queue", file=sys.stderr)

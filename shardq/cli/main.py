@@ -140,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_ops.add_commands(sub, command)
     cli_console.add_commands(command)
 
-    p = sub.add_parser("dead", help="dead letters: list, retry or purge them")
+    p = sub.add_parser("dead", help="dead letters: list, retry, redrive or purge them")
     p.set_defaults(handler=cmd_dead)
     dead = p.add_subparsers(dest="action", required=True)
     listing = dead.add_parser("list", help="the newest dead tasks of a queue, as JSON lines")
@@ -149,12 +149,26 @@ def build_parser() -> argparse.ArgumentParser:
     retry = dead.add_parser("retry", help="make dead tasks eligible again, with fresh attempts")
     retry.add_argument("ids", nargs="*", help="task ids (or --queue for all of a queue)")
     retry.add_argument("--queue", dest="queue", default=None)
+    redrive = dead.add_parser(
+        "redrive", help="retry a queue's dead tasks chosen by error and time of death, in "
+                        "bounded calls; --dry-run counts them first")
+    redrive.add_argument("queue")
+    redrive.add_argument("--error", metavar="TEXT",
+                         help="only those whose last error contains TEXT (any case)")
+    redrive.add_argument("--older-than-s", type=float, metavar="N",
+                         help="only those dead for longer than N seconds")
+    redrive.add_argument("--newer-than-s", type=float, metavar="N",
+                         help="only those dead for less than N seconds")
+    redrive.add_argument("--dry-run", action="store_true",
+                         help="count them (up to 10,000) and change nothing")
+    redrive.add_argument("--limit", type=int, default=1000, metavar="N",
+                         help="at most this many (up to 10,000); run again for the rest")
     purge = dead.add_parser("purge", help="delete a queue's dead tasks (needs --yes)")
     purge.add_argument("queue")
     purge.add_argument("--older-than-s", type=float, default=0.0,
                        help="only those dead for longer than this")
     purge.add_argument("--yes", action="store_true", help="really delete them")
-    for action in (listing, retry, purge):
+    for action in (listing, retry, redrive, purge):
         add_arguments(action, ClientConfig)
 
     p = sub.add_parser("periodic", help="periodic schedules: list them, or fire one now")

@@ -9,6 +9,7 @@ import dataclasses
 import json
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from shardq.cli.acting import act
@@ -34,6 +35,18 @@ def budget(raw: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {raw!r}") from None
     if not 0 <= value <= MAX_BUDGET_S:
         raise argparse.ArgumentTypeError(f"must be between 0 and a year, got {value}")
+    return value
+
+
+def moment(raw: str) -> datetime:
+    """An argparse type: an ISO 8601 time with its offset (``2026-12-01T09:00:00+00:00``)."""
+    try:
+        value = datetime.fromisoformat(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {raw!r}") from None
+    if value.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{raw!r} names no time zone: add one, e.g. "
+                                         f"{raw}+00:00")
     return value
 
 
@@ -154,13 +167,19 @@ def cmd_queue(args: argparse.Namespace) -> int:
     q = args.queue
     with _client(args) as client:
         if args.action == "pause":
+            until = args.until if args.for_s is None else \
+                datetime.now(UTC) + timedelta(seconds=args.for_s)
             try:
-                since = act(client, "pause", Client.pause.make(client, q, create=args.create),
-                            lambda at: f"{q} paused (since {at.isoformat()})", queue=q)
+                since = act(client, "pause", Client.pause.make(client, q, until=until,
+                                                               create=args.create),
+                            lambda at: f"{q} paused (since {at.isoformat()})"
+                            + (f" until {until.isoformat()}" if until else ""), queue=q,
+                            params={"until": until.isoformat()} if until else None)
             except UnknownQueue as exc:  # the API's hint names create=True: give the flag
                 raise UnknownQueue(exc.queue, exc.known, "to pause it before its first "
                                    "task, add --create") from None
-            print(f"queue {args.queue} paused since {since.isoformat()}")
+            print(f"queue {args.queue} paused since {since.isoformat()}"
+                  + (f" until {until.isoformat()}" if until else ""))
         elif args.action == "resume":
             was = act(client, "resume", Client.resume.make(client, q),
                       lambda was: f"{q} resumed" if was else f"{q} was not paused", queue=q)
@@ -249,6 +268,12 @@ def add_commands(sub: Any,
                                                 "(running and dead ones stay)")]
     actions[0].add_argument("--create", action="store_true",
                             help="pause a queue shardq does not know yet (no tasks so far)")
+    end = actions[0].add_mutually_exclusive_group()
+    end.add_argument("--until", type=moment, metavar="TIME",
+                     help="hand out its tasks again from this ISO 8601 time with its "
+                          "offset (2026-12-01T09:00:00+00:00), with no resume")
+    end.add_argument("--for-s", type=budget, metavar="SECONDS",
+                     help="the same, this many seconds from now")
     actions[2].add_argument("--yes", action="store_true", help="really delete them")
     actions.append(_limit_parser(control))
     for action in actions:

@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from shardq.ops.queuestats import QueueStats
-from shardq.text.figures import count, duration
+from shardq.text.figures import count, duration, paused
 from shardq.text.limits import summary
 
 REFRESH_S = 1.0
@@ -37,8 +37,9 @@ def table(figures: list[QueueStats]) -> Table:
     columns = ("queue", "avail", "sched", "parked", "locked", "dead", "in/s", "out/s", "lag",
                "eta", "state") + (("limits",) if limited else ())
     for name in columns:
+        # A pause's end makes the state long: it wraps before any figure is cut short.
         grid.add_column(name, justify="left" if name in ("queue", "state", "limits")
-                        else "right", no_wrap=True)
+                        else "right", no_wrap=name != "state")
     for f in figures:
         grid.add_row(f.queue, count(f, "available"), count(f, "scheduled"), count(f, "parked"),
                      count(f, "locked"), count(f, "dead"), f"{f.enqueued_per_s:.1f}",
@@ -50,7 +51,7 @@ def table(figures: list[QueueStats]) -> Table:
 def _state(f: QueueStats) -> Text | str:
     """Paused, saturated (``max_running`` full while due tasks wait), or nothing."""
     if f.paused:
-        return Text("paused", style="bold yellow")
+        return Text(paused(f), style="bold yellow")
     return Text("saturated", style="bold red") if f.saturated else ""
 
 

@@ -1,6 +1,6 @@
 """The janitor: rescues tasks whose lease expired, applies due priority head starts,
-deletes dead tasks, kept results and attempts past their retention, and forgets workers
-not seen for ``worker_stale_s``.
+deletes dead tasks, kept results and attempts past their retention, forgets workers
+not seen for ``worker_stale_s``, and clears the pauses of queues that ended.
 
 It is separate from the claimers and safe to run in several processes at once:
 every statement takes its rows with ``FOR UPDATE SKIP LOCKED`` and re-checks
@@ -21,7 +21,7 @@ from shardq.core.loop import Loop
 from shardq.core.plan import Plan
 from shardq.core.statements import Statements
 from shardq.loops import resolver
-from shardq.ops import attempts, audit, durable, history, sessions, workers
+from shardq.ops import attempts, audit, control, durable, history, sessions, workers
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,9 @@ class JanitorReport:
     """Rows of the audit trail deleted: older than ``audit_keep_s``."""
     expired_sessions: int = 0
     """The dashboard's sessions deleted: past their absolute expiry."""
+    pauses_ended: int = 0
+    """Pauses of queues cleared because their ``paused_until`` passed (claims hand out
+    those queues' tasks from that time, cleared or not)."""
 
     def __add__(self, other: JanitorReport) -> JanitorReport:
         return JanitorReport(*(a + b for a, b in zip(astuple(self), astuple(other),
@@ -102,14 +105,15 @@ def _expired(rows: list[tuple[Any, ...]]) -> JanitorReport:
 
 
 # Old throughput counts, attempts and workers' rows are few, or expire in days or
-# minutes: seeing to them once a minute is plenty.
+# minutes, and a pause that ended holds up no claim: seeing to them once a minute is
+# plenty.
 PRUNE_EVERY_S = 60.0
 
 
 def janitor_pass(st: Statements, *, prune: bool = True) -> JanitorReport:
     """One pass over every bucket of the schema, then over the expired results (and, with
     ``prune``, fold old throughput counts into minutes, :func:`shardq.ops.history.fold`,
-    delete expired attempts and forget stale workers)."""
+    clear the pauses that ended, delete expired attempts and forget stale workers)."""
     report = JanitorReport()
     if prune:
         st.perform(history.fold(st))
@@ -129,7 +133,8 @@ def janitor_pass(st: Statements, *, prune: bool = True) -> JanitorReport:
         report += JanitorReport(expired_flows=resolver.purge(st, st.config.janitor_batch),
                                 expired_events=_batches(st, durable.purge_events),
                                 expired_audit=_batches(st, audit.purge),
-                                expired_sessions=_batches(st, sessions.purge))
+                                expired_sessions=_batches(st, sessions.purge),
+                                pauses_ended=len(st.perform(control.end_pauses(st))))
     if prune:
         # Workers are forgotten last: the rescues above still copied the names of the
         # dead ones into the attempts they ended.

@@ -4,7 +4,9 @@ Each operation is a :class:`~shardq.core.plan.Plan` (run it with ``st.perform(pl
 or an asyncio runner's ``perform``); its arguments are checked when the plan is made.
 The paused state lives in ``shardq.queues`` and every claim checks it, so it holds
 for every worker at once and survives restarts; resuming clears it (and deletes
-the queue's row unless it holds limits, see :mod:`shardq.ops.flow`).
+the queue's row unless it holds limits, see :mod:`shardq.ops.flow`).  A pause may
+end by itself (``until``): from then on claims hand out the queue's tasks and every
+reader counts it as not paused; the janitor clears it later (:func:`end_pauses`).
 Pause and resume refuse a queue with no tasks, no pause and no recent activity (a
 typo would otherwise be listed as a queue from then on); ``pause(create=True)``
 pauses a queue before its first task.  A cancelled task's row is deleted:
@@ -16,11 +18,11 @@ heartbeat (the lease extension finds no row), tells the handler through
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from uuid import UUID
 
 from shardq.core import validate
-from shardq.core.errors import UnknownQueue
+from shardq.core.errors import InvalidTask, UnknownQueue
 from shardq.core.plan import Plan, Steps, plan
 from shardq.core.statements import Statements
 
@@ -42,18 +44,34 @@ class Cancelled:
         return self.status == "locked"
 
 
-def pause(st: Statements, queue: str, *, create: bool = False) -> Plan[datetime]:
-    """Pause ``queue``: it keeps accepting tasks and hands out none.  The plan's value is
-    when it was paused (the first pause's time when it already was).  A queue shardq
+@dataclass(frozen=True)
+class Pause:
+    """A queue's pause: since when, and until when (None: until it is resumed)."""
+
+    at: datetime
+    until: datetime | None = None
+
+
+def pause(st: Statements, queue: str, *, until: datetime | None = None,
+          create: bool = False) -> Plan[datetime]:
+    """Pause ``queue``: it keeps accepting tasks and hands out none, until it is resumed
+    or, with ``until`` (a timezone-aware time to come), until then.  A pause without
+    ``until`` is open-ended, even on a queue paused until some time.  The plan's value
+    is when it was paused (the first pause's time when it already was).  A queue shardq
     does not know (see :func:`known`) is refused with :class:`UnknownQueue` unless
     ``create``."""
     name = validate.queue_name(queue)
+    end = validate.aware("until", until)
+    now = st.clock.now() or datetime.now(UTC)
+    if end is not None and end <= now:
+        raise InvalidTask(f"until must be a time to come, got {end.isoformat()} "
+                          f"(now is {now.isoformat()})")
 
     def steps() -> Steps[datetime]:
         if not create and not (yield from known(st, name)):
             raise UnknownQueue(name, (yield from names(st)), "to pause it before its first "
                                                              "task, pass create=True")
-        rows = yield st.fetch("queue_pause", {"queue": name})
+        rows = yield st.fetch("queue_pause", {"queue": name, "until": end})
         paused_at: datetime = rows[0][0]
         return paused_at
 
@@ -92,10 +110,33 @@ def names(st: Statements) -> Steps[list[str]]:
 
 
 def paused(st: Statements) -> Plan[dict[str, datetime]]:
-    """Every paused queue and when it was paused."""
+    """Every paused queue and when it was paused (a pause that ended is none)."""
+    found = pauses(st)
+
     def steps() -> Steps[dict[str, datetime]]:
+        return {name: p.at for name, p in (yield from found.steps()).items()}
+
+    return plan(steps)
+
+
+def pauses(st: Statements) -> Plan[dict[str, Pause]]:
+    """Every paused queue's :class:`Pause` (a pause that ended is none)."""
+    def steps() -> Steps[dict[str, Pause]]:
         rows = yield st.fetch("queue_states")
-        return {name: at for name, at in rows}
+        return {name: Pause(at, until) for name, at, until in rows}
+
+    return plan(steps)
+
+
+def end_pauses(st: Statements) -> Plan[list[str]]:
+    """Clear the pauses that ended (``until`` passed) and tidy each queue's row as
+    :func:`resume` does: the janitor's.  Claims needed none of it to hand out the
+    queues' tasks again.  The plan's value is the queues' names."""
+    def steps() -> Steps[list[str]]:
+        ended = [row[0] for row in (yield st.fetch("pauses_ended"))]
+        for name in ended:
+            yield st.execute("limits_tidy", {"queue": name})
+        return ended
 
     return plan(steps)
 

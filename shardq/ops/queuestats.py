@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from shardq.core import validate
@@ -74,7 +75,7 @@ class QueueStats:
     """Seconds until the due and running tasks are done at the net completion rate
     (None: the queue is not draining)."""
     paused: bool
-    """Whether the queue is paused."""
+    """Whether the queue is paused (a pause whose ``paused_until`` passed has ended)."""
     exact: tuple[str, ...] = ()
     error: dict[str, int] = field(default_factory=dict)
     slo_s: float | None = None
@@ -102,6 +103,9 @@ class QueueStats:
     workers, holds them back."""
     parked_by: dict[str, int] = field(default_factory=dict)
     """``parked`` by reason: ``sleep``, ``event`` and ``children``."""
+    paused_until: datetime | None = None
+    """When a paused queue's pause ends by itself (None: not paused, or paused until
+    resumed)."""
 
     @property
     def limited(self) -> bool:
@@ -122,9 +126,10 @@ class QueueStats:
 
     def as_dict(self) -> dict[str, Any]:
         """The figures as a JSON-ready dict (``exact`` a list; no SLO keys without one;
-        a rate as ``{"count", "period_s", "burst"}``)."""
+        a rate as ``{"count", "period_s", "burst"}``; ``paused_until`` as ISO 8601 text)."""
         out = asdict(self)
         out["exact"] = list(self.exact)
+        out["paused_until"] = self.paused_until.isoformat() if self.paused_until else None
         if self.slo_s is None:
             for name in ("slo_s", "slo_breach_in_s", "consumers_needed"):
                 del out[name]
@@ -185,7 +190,7 @@ def queues_dict(st: Statements, slo_s: float | None = None
 def _many(st: Statements, names: list[str], slo: float | None) -> Steps[list[QueueStats]]:
     cap = max(MIN_BUCKET_CAP, COUNT_BUDGET // st.bucket_count)
     query = st.query("stats", cap)
-    paused = yield from control.paused(st).steps()
+    paused = yield from control.pauses(st).steps()
     found = (yield from controls(st, names).steps()) if names else {}
     rates = {row[0]: row[1:] for row in (yield st.fetch("stats_rates", {"queue": None}))}
     parked = (yield from parkedstats.read(st)) if names else parkedstats.NONE
@@ -199,6 +204,8 @@ def _many(st: Statements, names: list[str], slo: float | None) -> Steps[list[Que
         lag_read_whole = {r[0] for r in rows if r[8] < HEAD_ROWS}
         figures = _figures(name, rows, capped, table, parked, rates.get(name),
                            name in paused, slo, lag_read_whole)
+        if name in paused:
+            figures = replace(figures, paused_until=paused[name].until)
         out.append(_limited(figures, found.get(name)))
     return out
 

@@ -6,6 +6,8 @@ figure reads the same everywhere.
 
 from __future__ import annotations
 
+from datetime import UTC
+
 from shardq.ops.queuestats import QueueStats
 
 
@@ -35,3 +37,13 @@ def duration(value: float | None) -> str:
     if value < 7200:
         return f"{value / 60:.1f}m"
     return f"{value / 3600:.1f}h"
+
+
+def paused(figures: QueueStats) -> str:
+    """``paused``, or ``paused until 2026-12-01 09:00:00 UTC`` when the pause ends by
+    itself; empty when the queue is not paused."""
+    if not figures.paused:
+        return ""
+    if figures.paused_until is None:
+        return "paused"
+    return f"paused until {figures.paused_until.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"

@@ -3,15 +3,17 @@ each bounded, so that one request stays short, and each audited.
 
 Every action runs with its record in the audit trail in one transaction
 (:func:`shardq.ops.audit.audited`): ``who`` says who acts, through which door, from
-where.  Actions over a whole queue (purge it, retry or purge its dead letters) do at
+where.  Actions over a whole queue (purge it, retry, redrive or purge its dead letters) do at
 most :data:`ACTION_ROWS` tasks a call and say whether more remain; the API's caller (or
-the page's button, pressed again) repeats them.
+the page's button, pressed again) repeats them.  Their
+arguments may come as posted text (a page's form) or JSON values (the API).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -43,12 +45,17 @@ def run(st: Statements, who: audit.Actor, action: str, steps: Plan[Done], *,
     return st.perform(audit.audited(st, steps, entry, lambda done: done.message))
 
 
-def pause(st: Statements, who: audit.Actor, queue: str) -> Done:
-    """Pause ``queue``."""
+def pause(st: Statements, who: audit.Actor, queue: str, until: str | None = None) -> Done:
+    """Pause ``queue``: until resumed, or until ``until`` (ISO 8601 text with its offset,
+    ``2026-12-01T09:00:00+00:00``; empty or None: until resumed)."""
+    end = _moment("until", until) if until else None
+
     def steps() -> Steps[Done]:
-        at = yield from control.pause(st, queue).steps()
-        return Done(f"{queue} paused (since {at:%Y-%m-%d %H:%M:%S %Z})", 1)
-    return run(st, who, "pause", plan(steps), queue=queue)
+        at = yield from control.pause(st, queue, until=end).steps()
+        return Done(f"{queue} paused (since {at:%Y-%m-%d %H:%M:%S %Z}"
+                    + (f", until {end.isoformat()})" if end else ")"), 1)
+    return run(st, who, "pause", plan(steps), queue=queue,
+               params={"until": end.isoformat()} if end else None)
 
 
 def resume(st: Statements, who: audit.Actor, queue: str) -> Done:
@@ -133,6 +140,55 @@ def purge_dead(st: Statements, who: audit.Actor, queue: str | None,
                ids: Iterable[UUID | str] | None) -> Done:
     """Delete dead tasks: those ``ids``, or the newest :data:`ACTION_ROWS` of ``queue``."""
     return _dead(st, who, "purge_dead", queue, ids, "purged")
+
+
+def redrive(st: Statements, who: audit.Actor, queue: str, *, error: str | None = None,
+            older_than_s: float | str | None = None, newer_than_s: float | str | None = None,
+            dry_run: bool | str = False) -> Done:
+    """Make eligible again up to :data:`ACTION_ROWS` dead tasks of ``queue`` whose last
+    error contains ``error`` and that died more than ``older_than_s`` and less than
+    ``newer_than_s`` seconds ago (empty: no such bound); with ``dry_run``, count them
+    (up to 10,000) and change nothing.  See :meth:`shardq.Client.redrive_dead`."""
+    if error is not None and not isinstance(error, str):
+        raise InvalidTask(f"error must be text, got {error!r:.60}")
+    older, newer = _seconds("older_than_s", older_than_s), _seconds("newer_than_s", newer_than_s)
+    filters = {"error": error or None, "older_than_s": older, "newer_than_s": newer}
+    counting = dry_run is True or str(dry_run).lower() in ("1", "true", "yes", "on")
+    redrive = deadletters.redrive(st, queue, error=error or None, older_than_s=older,
+                                  newer_than_s=newer, dry_run=counting, limit=ACTION_ROWS)
+    if counting:  # a count changes nothing: not recorded
+        done = st.perform(redrive)
+        return Done(done.sentence(queue), done.count, done.more)
+
+    def steps() -> Steps[Done]:
+        done = yield from redrive.steps()
+        return Done(done.sentence(queue), done.count, done.more)
+    return run(st, who, "redrive", plan(steps), queue=queue,
+               params={k: v for k, v in filters.items() if v is not None})
+
+
+def _moment(name: str, text: object) -> datetime:
+    """ISO 8601 text with its offset as an aware datetime; InvalidTask otherwise."""
+    try:
+        value = datetime.fromisoformat(str(text))
+    except ValueError:
+        raise InvalidTask(f"{name} must be an ISO 8601 time with its offset "
+                          f"(2026-12-01T09:00:00+00:00), got {text!r:.60}") from None
+    if value.tzinfo is None:
+        raise InvalidTask(f"{name} names no time zone: add its offset, e.g. {text}+00:00")
+    return value
+
+
+def _seconds(name: str, value: float | str | None) -> float | None:
+    """A number of seconds from JSON or a form's text (empty or None: none)."""
+    if value is None or value == "":
+        return None
+    try:
+        if isinstance(value, bool):  # JSON's true is no number of seconds
+            raise TypeError
+        return float(value)
+    except (TypeError, ValueError):
+        raise InvalidTask(f"{name} must be a number of seconds, got {value!r:.60}") from None
 
 
 def _dead(st: Statements, who: audit.Actor, action: str, queue: str | None,

@@ -6,9 +6,11 @@ Reads: ``GET /api/queues``, ``/api/queues/{name}``, ``/api/tasks/{id}`` (its
 admins ``/api/audit[?actor=&action=&queue=&before=&limit=]``.  Actions (served only to
 a dashboard that knows who acts, each needing ``Authorization: Bearer <token>`` of a
 role that may, see :mod:`shardq.web.roles`):
-``POST /api/queues/{name}/pause|resume|purge``, ``POST /api/queues/{name}/limits`` (404
-for a queue shardq does not know, unless ``?create=1``), ``POST /api/dead/retry|purge``
-with ``{"queue": ...}`` or ``{"ids": [...]}``, ``POST /api/tasks/{id}/cancel`` and
+``POST /api/queues/{name}/pause|resume|purge`` (pause takes ``{"until": "ISO 8601
+time"}``), ``POST /api/queues/{name}/limits`` (404 for a queue shardq does not know,
+unless ``?create=1``), ``POST /api/dead/retry|purge`` with ``{"queue": ...}`` or
+``{"ids": [...]}``, ``POST /api/dead/redrive`` with ``{"queue", "error",
+"older_than_s", "newer_than_s", "dry_run"}``, ``POST /api/tasks/{id}/cancel`` and
 ``POST /api/flows/{id}/cancel``.  Actions answer ``{"message", "count", "more"}``;
 ``more`` says a bounded action left work to do (call it again).  ``GET
 /api/openapi.json`` is the API's OpenAPI 3.1 document (:mod:`shardq.web.openapi`).
@@ -38,6 +40,7 @@ from shardq.web.gate import authorised, showing
 Endpoint = Callable[[Request], Awaitable[JSONResponse]]
 TRUE = ("1", "true", "yes")
 FLOW_LIMIT = 1000  # a flow's tasks listed unless ?limit= says otherwise
+REDRIVE_FIELDS = {"queue", "error", "older_than_s", "newer_than_s", "dry_run"}
 
 
 def get_queues(request: Request) -> JSONResponse:
@@ -109,7 +112,7 @@ def get_openapi(request: Request) -> JSONResponse:
 
 def queue_action(action: str, act: Callable[[Statements, Actor, str], actions.Done]
                  ) -> Endpoint:
-    """The endpoint that runs ``act`` (pause, resume or purge) on the queue named."""
+    """The endpoint that runs ``act`` (resume or purge) on the queue named."""
     async def endpoint(request: Request) -> JSONResponse:
         name = request.path_params["name"]
         who = await authorised(request, action, queue=name)
@@ -129,6 +132,36 @@ def dead_action(action: str, act: Callable[[Statements, Actor, str | None, list[
                                              body.get("queue"), body.get("ids")))
     endpoint.__doc__ = act.__doc__  # the API's document describes the call by it
     return endpoint
+
+
+async def post_pause(request: Request) -> JSONResponse:
+    """Pause the queue named: until resumed, or with ``{"until": "ISO 8601 time"}`` (its
+    offset included) until then."""
+    body = await _fields(request, {"until"}, '{"until": "2026-12-01T09:00:00+00:00"}, '
+                                             "or no body")
+    name = request.path_params["name"]
+    who = await authorised(request, "pause", queue=name)
+    return _done(await run_in_threadpool(actions.pause, context(request).st, who, name,
+                                          body.get("until")))
+
+
+async def post_redrive(request: Request) -> JSONResponse:
+    """Make a queue's dead tasks eligible again, chosen by their last error and how long
+    ago they died, a bounded batch a call; with ``"dry_run": true``, count them."""
+    body = await _fields(request, REDRIVE_FIELDS,
+                         '{"queue": name, "error": text, "older_than_s": N, '
+                         '"newer_than_s": N, "dry_run": true}, all but queue optional')
+    if not isinstance(body.get("queue"), str):
+        raise HTTPException(400, 'give {"queue": name, ...}')
+    if not isinstance(body.get("dry_run", False), bool):  # a dry run mistyped would redrive
+        raise HTTPException(400, '"dry_run" must be true or false')
+    who = await authorised(request, "redrive", queue=body["queue"])
+    st = context(request).st
+    return _done(await run_in_threadpool(
+        lambda: actions.redrive(st, who, body["queue"], error=body.get("error"),
+                                older_than_s=body.get("older_than_s"),
+                                newer_than_s=body.get("newer_than_s"),
+                                dry_run=body.get("dry_run") is True)))
 
 
 async def post_limits(request: Request) -> JSONResponse:
@@ -182,6 +215,17 @@ async def _body(request: Request) -> dict[str, Any]:
     return body
 
 
+async def _fields(request: Request, allowed: set[str], usage: str) -> dict[str, Any]:
+    """The body's JSON object, of the fields ``allowed`` (400 with ``usage`` otherwise)."""
+    try:
+        body = json.loads(await request.body() or b"{}")
+    except ValueError as exc:
+        raise HTTPException(400, f"the body is not JSON: {exc}") from exc
+    if not isinstance(body, dict) or set(body) - allowed:
+        raise HTTPException(400, f"give {usage}")
+    return body
+
+
 def _done(done: actions.Done) -> JSONResponse:
     return JSONResponse(dataclasses.asdict(done))
 
@@ -197,12 +241,13 @@ READS = [
 ]
 DOCUMENT = [Route("/api/openapi.json", get_openapi)]  # served to anyone: it holds no data
 ACTIONS = [
+    Route("/api/queues/{name}/pause", post_pause, methods=["POST"]),
     *(Route(f"/api/queues/{{name}}/{verb}", queue_action(verb, act), methods=["POST"])
-      for verb, act in (("pause", actions.pause), ("resume", actions.resume),
-                        ("purge", actions.purge))),
+      for verb, act in (("resume", actions.resume), ("purge", actions.purge))),
     Route("/api/queues/{name}/limits", post_limits, methods=["POST"]),
     *(Route(f"/api/dead/{verb}", dead_action(f"{verb}_dead", act), methods=["POST"])
       for verb, act in (("retry", actions.retry_dead), ("purge", actions.purge_dead))),
+    Route("/api/dead/redrive", post_redrive, methods=["POST"]),
     Route("/api/tasks/{id}/cancel", post_cancel, methods=["POST"]),
     Route("/api/flows/{id}/cancel", post_cancel_flow, methods=["POST"]),
 ]

@@ -122,6 +122,21 @@ LIMITS_BODY: Schema = {
            for name in LIMIT_FIELDS if not name.startswith("rate")},
         "create": {"type": "boolean", "description": "Limit a queue shardq does not know."},
     }}
+PAUSE_BODY: Schema = {
+    "type": "object", "additionalProperties": False,
+    "description": "Optional: without it (or without until) the pause lasts until resumed.",
+    "properties": {"until": {"type": "string", "format": "date-time",
+                             "description": "When the pause ends (with its offset)."}}}
+SECONDS: Schema = {"anyOf": [{"type": "number", "minimum": 0}, {"type": "null"}]}
+REDRIVE_BODY: Schema = {
+    "type": "object", "additionalProperties": False, "required": ["queue"],
+    "description": "Which dead tasks of the queue: by their last error and how long ago "
+                   "they died; with dry_run, counted only.",
+    "properties": {"queue": QUEUE,
+                   "error": {"anyOf": [{"type": "string"}, {"type": "null"}],
+                             "description": "A part of the last error, in any case."},
+                   "older_than_s": SECONDS, "newer_than_s": SECONDS,
+                   "dry_run": {"type": "boolean"}}}
 CREATE = query("create", {"type": "string", "enum": ["1", "true", "yes"]},
                "Limit a queue shardq does not know (as `\"create\": true` does).")
 
@@ -140,13 +155,16 @@ SPECS: dict[tuple[str, str], Spec] = {
     ("GET", "/api/openapi.json"): Spec(lambda s: {
         "type": "object", "required": ["openapi", "info", "paths"],
         "description": "This document."}),
-    ("POST", "/api/queues/{name}/pause"): Spec(done, (400, 404), action="pause"),
+    ("POST", "/api/queues/{name}/pause"): Spec(done, (400, 404), body=PAUSE_BODY,
+                                               action="pause"),
     ("POST", "/api/queues/{name}/resume"): Spec(done, (400, 404), action="resume"),
     ("POST", "/api/queues/{name}/purge"): Spec(done, (400,), action="purge"),
     ("POST", "/api/queues/{name}/limits"): Spec(done, (400, 404), (CREATE,), LIMITS_BODY,
                                                 "limits"),
     ("POST", "/api/dead/retry"): Spec(done, (400,), body=DEAD_BODY, action="retry_dead"),
     ("POST", "/api/dead/purge"): Spec(done, (400,), body=DEAD_BODY, action="purge_dead"),
+    ("POST", "/api/dead/redrive"): Spec(done, (400, 404), body=REDRIVE_BODY,
+                                        action="redrive"),
     ("POST", "/api/tasks/{id}/cancel"): Spec(done, (400,), action="cancel"),
     ("POST", "/api/flows/{id}/cancel"): Spec(done, (400, 404), action="cancel_flow"),
     ("GET", "/api/audit"): Spec(listed("audit", lambda s: s.of(Record)), (400,), (
@@ -201,7 +219,8 @@ def operation(route: Route, spec: Spec, s: Schemas) -> dict[str, Any]:
                       **{str(code): error(code) for code in sorted(errors)}},
     }
     if spec.body is not None:
-        out["requestBody"] = {"required": True,
+        # A body whose every field may be left out may be left out whole.
+        out["requestBody"] = {"required": "required" in spec.body or "oneOf" in spec.body,
                               "content": {"application/json": {"schema": spec.body}}}
     out["security"] = [{"bearer": []}, {}]  # reads are open on some dashboards
     if spec.action:

@@ -33,10 +33,11 @@ from shardq.web.gate import authorised, caller, refuse, root, set_cookie, showin
 from shardq.web.roles import User
 from shardq.web.timeline import timeline
 
+REDRIVE_FILTERS = ("error", "older_than_s", "newer_than_s")
 ENV = Environment(loader=PackageLoader("shardq.web", "templates"), autoescape=True)
 ENV.filters.update(short=figures.short, duration=figures.duration, figure=figures.count,
                    size=reads.payload_bytes, limits=limits.summary,
-                   rate_field=limits.rate_field,
+                   rate_field=limits.rate_field, paused=figures.paused,
                    labelled=lambda h: list(zip(h, durable.outcomes(h), strict=True)))
 TEMPLATES = Jinja2Templates(env=ENV)
 
@@ -187,7 +188,11 @@ async def queue_action(request: Request) -> Response:
         except UnknownQueue as exc:  # the API's hint names create=True: not for a form
             raise UnknownQueue(exc.queue, exc.known) from None
         return back(request, "queue", done, name=name)
-    act = {"pause": actions.pause, "resume": actions.resume, "purge": actions.purge}.get(verb)
+    if verb == "pause":  # until: empty, or the form's time
+        who = await authorised(request, "pause", csrf=form.get("csrf"), queue=name)
+        done = await run_in_threadpool(actions.pause, st, who, name, form.get("until"))
+        return back(request, "queue", done, name=name)
+    act = {"resume": actions.resume, "purge": actions.purge}.get(verb)
     if act is None:
         raise HTTPException(404, f"no action {verb!r}")
     who = await authorised(request, verb, csrf=form.get("csrf"), queue=name)
@@ -196,9 +201,12 @@ async def queue_action(request: Request) -> Response:
 
 
 async def dead_action(request: Request) -> Response:
-    """Retry or purge dead letters of the page's queue (those ticked, or a batch)."""
+    """Retry or purge dead letters of the page's queue (those ticked, or a batch), or
+    redrive (or count) those its filters choose."""
     form = await _form(request)
     verb = request.path_params["verb"]
+    if verb == "redrive":
+        return await redrive_action(request, form)
     act = {"retry": actions.retry_dead, "purge": actions.purge_dead}.get(verb)
     if act is None:
         raise HTTPException(404, f"no action {verb!r}")
@@ -207,6 +215,20 @@ async def dead_action(request: Request) -> Response:
     done = await run_in_threadpool(act, context(request).st, who, None if ids else queue,
                                    ids or None)
     return back(request, "queue", done, name=queue)
+
+
+async def redrive_action(request: Request, form: Form) -> Response:
+    """Redrive the dead letters the form's filters choose (its count button: count them),
+    then show the queue's page with the filters filled in again."""
+    queue = form.get("queue")
+    who = await authorised(request, "redrive", csrf=form.get("csrf"), queue=queue)
+    filters = {f: form.get(f) for f in REDRIVE_FILTERS}
+    st = context(request).st
+    done = await run_in_threadpool(lambda: actions.redrive(
+        st, who, queue, **filters, dry_run=form.get("dry_run")))
+    url = request.url_for("queue", name=queue).include_query_params(
+        done=done.message, **{f: v for f, v in filters.items() if v})
+    return RedirectResponse(url, 303)
 
 
 async def cancel_action(request: Request) -> Response:
