@@ -74,6 +74,7 @@ CRDB_QUERIES = (
     "dead_retry",
     "dead_purge",
     "dead_match",
+    "dead_match_bounds",
     "janitor_purge_dead",
     "placement_batch",
     "requeue_many",

@@ -12,9 +12,8 @@ import pytest
 
 import shardq
 from shardq.web import create_app
-from shardq.web.auth import COOKIE, Guard
 from tests.helpers import claim_all
-from tests.web import TOKEN, call, serving
+from tests.web import TOKEN, call, log_in, serving
 
 pytestmark = pytest.mark.behaviour
 
@@ -89,21 +88,21 @@ def test_page_forms_pause_until_and_redrive(site: str, timed: shardq.Client,
     queue = fresh("forms")
     bury(timed, queue, 2, "SMTP 550")
     bury(timed, queue, 1, "other")
-    guard = Guard(TOKEN)
-    session = f"{COOKIE}={guard.session}"
+    me = log_in(site, TOKEN)
+    session = me.cookie
     page = call(f"{site}/queues/{queue}", cookie=session).text
     assert 'id="pause-form"' in page
     assert 'id="redrive-form"' in page
     assert "<script" not in page.split('id="redrive-form"')[1].split("</form>")[0]
     until = clock.now() + timedelta(seconds=LONG_S)
     paused = call(f"{site}/actions/queues/{queue}/pause", "POST", cookie=session,
-                  form=urlencode({"csrf": guard.csrf, "until": until.isoformat()}).encode())
+                  form=urlencode({"csrf": me.csrf, "until": until.isoformat()}).encode())
     assert paused.status == 303
     assert timed.stats(queue)["paused_until"] == until.isoformat()
     shown = call(f"{site}/queues/{queue}").text
     assert f"paused until {until:%Y-%m-%d %H:%M:%S} UTC" in shown
     assert f"paused until {until:%Y-%m-%d %H:%M:%S} UTC" in call(f"{site}/").text
-    fields = {"csrf": guard.csrf, "queue": queue, "error": "smtp", "older_than_s": "",
+    fields = {"csrf": me.csrf, "queue": queue, "error": "smtp", "older_than_s": "",
               "newer_than_s": "3600"}
     url = f"{site}/actions/dead/redrive"
     assert call(url, "POST", form=urlencode(fields).encode()).status == 401  # no session

@@ -87,7 +87,9 @@ def redrive(st: Statements, queue: str, *, error: str | None = None,
               "newer_than_s": newer, "bucket_count": st.bucket_count}
 
     def steps() -> Steps[Redriven]:
-        rows = yield st.fetch(st.query("dead_match", cap), values)
+        [(before, after)] = yield st.fetch("dead_match_bounds", values)
+        rows = yield st.fetch(st.query("dead_match", cap),
+                              {**values, "before": before, "after": after})
         more = len(rows) >= cap
         if dry_run or not rows:
             return Redriven(len(rows), more, dry_run=dry_run)
