@@ -278,6 +278,13 @@ def test_a_trusted_proxy_names_the_user_and_others_are_refused(
         forged = call(f"{site}/actions/queues/{queue}/resume", "POST", headers=other,
                       form=urlencode({"csrf": csrf}).encode(), cookie=session)
         assert forged.status == 403
+        # The proxy's cookies are the browser's credential: another site's page may not
+        # act with them (a script, which sends no Origin, may).
+        evil = call(f"{site}/api/queues/{queue}/resume", "POST",
+                    headers={**headers, "Origin": "https://evil.example"})
+        assert evil.status == 403
+        assert trail(dsn, action="resume", outcome="refused")
+        assert queue in timed.paused()
         no_role = {**headers, "X-Forwarded-Groups": "staff"}
         assert call(f"{site}/api/queues", headers=no_role).status == 403
         assert call(f"{site}/api/queues").status == 401  # no user named

@@ -30,6 +30,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import urlsplit
 
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -193,10 +194,22 @@ def address(request: Request) -> str | None:
     return request.client.host if request.client else None
 
 
-def actor(request: Request, user: User) -> audit.Actor:
-    """``user`` as the audit trail names it, with the door and the address."""
+def actor(request: Request, user: User | None) -> audit.Actor:
+    """``user`` as the audit trail names it, with the door and the address (nobody known:
+    ``?``, role ``none``)."""
     via: audit.Via = "api" if is_api(request) else "page"
+    if user is None:
+        return audit.Actor("?", "none", via, address(request))
     return audit.Actor(user.name, user.role, via, address(request))
+
+
+def cross_site(request: Request) -> bool:
+    """Whether a browser sent the request from another site's page: its ``Origin`` names
+    another host, or ``Sec-Fetch-Site`` says ``cross-site``.  Scripts send neither."""
+    if request.headers.get("sec-fetch-site") == "cross-site":
+        return True
+    origin = request.headers.get("origin")
+    return bool(origin) and urlsplit(origin).netloc != request.headers.get("host", "")
 
 
 def is_api(request: Request) -> bool:

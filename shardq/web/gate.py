@@ -21,7 +21,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from shardq.ops import audit
-from shardq.web.auth import COOKIE, Caller, actor, is_api
+from shardq.web.auth import COOKIE, Caller, actor, cross_site, is_api
 from shardq.web.context import context
 from shardq.web.masks import Show
 from shardq.web.roles import ACTIONS, User
@@ -41,7 +41,7 @@ def guarded(route: Route) -> Route:
             found = await ctx.authority.identify(ctx.st, request, page=page)
         except HTTPException as exc:
             if exc.status_code == 403:  # a wrong bearer token: a failed login
-                await refuse(request, User("?", "viewer"), "login", "wrong token")
+                await refuse(request, None, "login", str(exc.detail))
             raise
         if found.user is None and not ctx.authority.open_reads:
             if page and request.method == "GET" and ctx.authority.logs_in:
@@ -78,6 +78,13 @@ async def authorised(request: Request, action: str, *, csrf: str | None = None,
             raise HTTPException(401, "this action needs a credential: Authorization: "
                                      "Bearer ...", headers={"WWW-Authenticate": "Bearer"})
         raise HTTPException(401, "log in first")
+    resolved = context(request).authority.mode == "resolver"
+    if request.method != "GET" and resolved and cross_site(request):
+        # Behind a proxy or an app's own login, the browser's cookies are the credential:
+        # another site's page must not act with them (pages carry CSRF fields; the JSON
+        # API is guarded here).
+        await refuse(request, found.user, action, "a request from another site", queue)
+        raise HTTPException(403, "a request from another site's page is refused")
     if request.method != "GET" and not is_api(request) and (
             found.session is None or not hmac.compare_digest(
             csrf or "", found.session.csrf)):
@@ -92,9 +99,9 @@ async def authorised(request: Request, action: str, *, csrf: str | None = None,
     return actor(request, found.user)
 
 
-async def refuse(request: Request, user: User, action: str, why: str,
+async def refuse(request: Request, user: User | None, action: str, why: str,
                  queue: str | None = None) -> None:
-    """Record a refused action (or failed login) of ``user``."""
+    """Record a refused action (or failed login) of ``user`` (None: nobody known)."""
     st = context(request).st
     entry = audit.Entry(actor(request, user), action, queue,
                         params={"path": request.url.path})

@@ -138,13 +138,13 @@ async def login(request: Request) -> Response:
     authority = ctx.authority
     wait_s = authority.throttle.allow(address(request) or "")
     if wait_s:
-        await refuse(request, User("?", "viewer"), "login", "too many login attempts")
+        await refuse(request, None, "login", "too many login attempts")
         return render(request, "login.html", {
             "next": _local(request, form),
             "error": f"too many attempts: try again in {ceil(wait_s)} s"}, 429)
     found = await run_in_threadpool(authority.credential, form.get("token", ""))
     if found is None:
-        await refuse(request, User("?", "viewer"), "login", "wrong token")
+        await refuse(request, None, "login", "wrong token")
         return render(request, "login.html", {"next": _local(request, form),
                                               "error": "wrong token"}, 403)
     user, credential = found
