@@ -211,8 +211,8 @@ PLAIN_POSTGRESQL = ("doctor_version", "doctor_autovacuum", "doctor_oldest_snapsh
                     "doctor_connections", "doctor_prepared", "backend_pid", "listen",
                     "listen_check", "unlisten", "notify_probe", "database_exists",
                     "database_create", "schema_access",
-                    "grants_owner", "grants_read", "grants_write", "grants_maintain",
-                    "grants_spark")
+                    "grants_owner", "grants_read", "grants_dashboard", "grants_dashboard_ready",
+                    "grants_write", "grants_maintain", "grants_spark")
 # PgBouncer's admin console (shardq doctor, through a pooler): its commands, not SQL.
 PGBOUNCER_CONSOLE = ("pgbouncer_databases", "pgbouncer_version")
 COMPOSED = CRDB_QUERIES + FRAGMENTS + POSTGRESQL_ONLY

@@ -25,7 +25,6 @@ import shardq
 from shardq.core import migrate
 from shardq.loops import vacuum
 from shardq.web import create_app
-from shardq.web.auth import COOKIE, Guard
 from tests.conftest import Databases
 from tests.daemons import app_daemon
 from tests.helpers import (
@@ -36,7 +35,7 @@ from tests.helpers import (
     wait_for,
     with_user,
 )
-from tests.web import TOKEN, call, serving
+from tests.web import TOKEN, call, log_in, serving
 
 pytestmark = pytest.mark.server
 
@@ -150,11 +149,16 @@ def test_the_roles_hold_their_grants_and_nothing_more(roles: Roles) -> None:
         return bool(scalar(roles.admin, "SELECT has_table_privilege(%s, %s, %s)",
                            (role, table, privilege)))
 
+    # A dashboard's own records (its sessions, the audit trail) are its to write once
+    # the grants are run on a schema that has them (a test below runs them again).
+    own = ("shardq.sessions", "shardq.audit")
     for kind, writes in (("worker", True), ("dashboard", False)):
         role = roles.names[kind]
         for table in tables:
             assert may(role, "SELECT", table), (kind, table)
             for privilege in ("INSERT", "UPDATE", "DELETE"):
+                if not writes and table in own:
+                    continue
                 assert may(role, privilege, table) == writes, (kind, privilege, table)
             assert not may(role, "TRUNCATE", table)
         held = scalar(roles.admin, "SELECT ARRAY[rolsuper, has_database_privilege(%s, %s, "
@@ -249,10 +253,12 @@ def test_the_dashboard_role_reads_and_its_actions_are_refused_in_one_line(
         retried = call(f"{site}/api/dead/retry", "POST", {"ids": [str(dead)]}, token=TOKEN)
         assert (retried.status, retried.json()["error"]) == (
             403, message.replace("table queues", "table tasks"))
-        guard = Guard(TOKEN)
+        # Granted before revision 0028, the role is granted again, as the upgrade asks:
+        # then its sessions and the audit trail are its to write.
+        shardq_cli("migrate", "--grants", dashboard, "--read-only", dsn=roles.urls["owner"])
+        me = log_in(site, TOKEN)
         page = call(f"{site}/actions/queues/shown/purge", "POST",
-                    form=urlencode({"csrf": guard.csrf}).encode(),
-                    cookie=f"{COOKIE}={guard.session}")
+                    form=urlencode({"csrf": me.csrf}).encode(), cookie=me.cookie)
         assert page.status == 403
         assert "permission denied for table tasks" in page.text
         with pytest.raises(shardq.PermissionDenied) as caught:
@@ -303,7 +309,11 @@ def test_the_grants_print_as_sql(roles: Roles) -> None:
     read_only = shardq_cli("migrate", "--grants", worker, "--read-only", "--sql",
                            dsn=roles.urls["owner"]).stdout
     assert f'GRANT SELECT ON ALL TABLES IN SCHEMA shardq TO "{worker}";' in read_only
-    assert "INSERT" not in read_only
+    # It writes only the dashboard's own records: its sessions and the audit trail.
+    writes = [line for line in read_only.splitlines() if "INSERT" in line]
+    assert writes == [
+        f'GRANT INSERT, UPDATE, DELETE ON TABLE shardq.sessions TO "{worker}";',
+        f'GRANT INSERT ON TABLE shardq.audit TO "{worker}";']
     assert "MAINTAIN" not in read_only
     spark = shardq_cli("migrate", "--grants", worker, "--spark", "--sql",
                        dsn=roles.urls["owner"]).stdout

@@ -206,6 +206,7 @@ LIMIT_OPTIONS = ("max_running", "max_running_per_group", "rate", "rate_per_group
 def cmd_limit(args: argparse.Namespace) -> int:
     """``shardq queue limit QUEUE [...]``: change the limits given (the others stay; with
     --clear, every one not given goes), then print them; with no option, print them."""
+    from shardq.client import Client
     from shardq.ops.flow import Limits
     from shardq.text import limits
 

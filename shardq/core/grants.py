@@ -4,7 +4,8 @@
 Three levels, each including the one before:
 
 - ``read-only`` (``--read-only``): the use of the schema and reading its tables (a
-  dashboard's role, or a reporting job's);
+  dashboard's role, or a reporting job's), and writing the dashboard's own records: its
+  login sessions and the audit trail's rows of refused actions and failed logins;
 - ``read-write`` (the default): writing them too (workers and producers: Clients, the
   AsyncClient, the dashboard's actions, Spark's direct writes); on PostgreSQL 17+ also
   MAINTAIN on shardq.tasks, which lets the janitor's vacuum step VACUUM and REINDEX it;
@@ -70,12 +71,16 @@ def level_of(*, read_only: bool, spark: bool) -> Level:
     return "read-only" if read_only else "spark" if spark else "read-write"
 
 
-def statements(role: str, owner: str, level: Level, version: int) -> list[sql.Composed]:
+def statements(role: str, owner: str, level: Level, version: int, *,
+               dashboard: bool = True) -> list[sql.Composed]:
     """The statements that grant ``role`` the ``level`` of use of the schema that ``owner``
-    owns, on a server of ``server_version_num`` ``version``."""
+    owns, on a server of ``server_version_num`` ``version``; with ``dashboard`` (a schema
+    with the dashboard's sessions and audit trail), the writing of those too."""
     files = list(FILES[level])
     if level != "read-only" and version >= MAINTAIN_SINCE:
         files.insert(2, "grants_maintain")
+    if dashboard:
+        files.insert(1, "grants_dashboard")
     return [sqlfiles.plain(name, role=role, owner=owner) for name in files]
 
 
@@ -89,7 +94,8 @@ def grant(dsn: str, role: str, level: Level = "read-write", *, dry_run: bool = F
     try:
         with psycopg.connect(normalize_dsn(dsn), **connect_kwargs(connect_timeout_s)) as conn:
             owner, version = _owner(conn, role)
-            run = statements(role, owner, level, version)
+            ready = conn.execute(sqlfiles.plain("grants_dashboard_ready")).fetchone()
+            run = statements(role, owner, level, version, dashboard=bool(ready and ready[0]))
             texts = tuple(s.as_string(conn) for s in run)
             if not dry_run:
                 for statement in run:
