@@ -1,5 +1,5 @@
 """The queue figures' count of parked tasks reads the partial index tasks_parked, at most
-its cap of entries per reason, never the table: with 60k tasks parked on sleeps (more
+its cap of entries per reason, never the table: with 150k tasks parked on sleeps (more
 than the cap, a tenth of them woken), 3k on events and a few on children, among 100k
 due tasks."""
 
@@ -17,7 +17,7 @@ from tests.test_plans_flows import assert_no_table_scan, composed, scans
 
 pytestmark = pytest.mark.server
 
-SLEEPS, EVENTS, CHILDREN = 60_000, 3_000, 30
+SLEEPS, EVENTS, CHILDREN = 150_000, 3_000, 30
 PARK = """
     INSERT INTO shardq.tasks (queue, payload, exec_time, parked, wait_event, durable)
     SELECT %(queue)s, '{}', now() + CASE WHEN g %% 10 = 0 THEN -1 ELSE 1 END
