@@ -37,7 +37,7 @@ def fresh(prefix: str) -> str:
 def people(tmp_path: Path) -> dict[str, Any]:
     """A users file with one user of each role; their tokens by role."""
     path = str(tmp_path / "users")
-    tokens = {role: users.add(path, f"{role}-1", role) for role in ROLES}
+    tokens: dict[str, Any] = {role: users.add(path, f"{role}-1", role) for role in ROLES}
     return {"path": path, **tokens}
 
 

@@ -19,7 +19,7 @@ from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
 
 CARD = "4242424242424242"
-PAYLOAD = {"task": "shop.pay", "args": [],
+PAYLOAD: dict[str, Any] = {"task": "shop.pay", "args": [],
            "kwargs": {"card": {"number": CARD, "cvc": "123"}, "amount": 1999,
                       "lines": [{"sku": "tea", "password": "hunter22"}, {"sku": "mug"}]}}
 
