@@ -38,7 +38,7 @@ def test_claims_hand_out_the_tasks_once_the_pause_ends(timed: shardq.Client,
     assert since == clock.now()
     timed.enqueue_many(queue, [{"n": n} for n in range(20)])
     assert claim_all(timed, queue) == []
-    assert timed.paused() == {queue: since}
+    assert timed.paused()[queue] == since  # other tests may leave queues paused
     figures = timed.stats(queue)
     assert (figures["paused"], figures["paused_until"]) == (True, until.isoformat())
     clock.advance(LONG_S - 1)
