@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 from datetime import datetime
 
+from shardq.cli.ops import moment
 from shardq.core.config import ClientConfig, add_arguments, from_arguments
 from shardq.core.errors import ConfigError
 from shardq.web.config import DashboardConfig, read_token
@@ -95,16 +96,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _time(raw: str) -> datetime:
-    try:
-        value = datetime.fromisoformat(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an ISO time: {raw!r}") from None
-    if value.tzinfo is None:
-        raise argparse.ArgumentTypeError("give a time zone: 2026-11-28T12:00:00+00:00")
-    return value
-
-
 def add_commands(command: Callable[[str, Handler, str], argparse.ArgumentParser]) -> None:
     """Register ``dashboard`` and ``audit`` (``command`` adds one with the client's
     settings)."""
@@ -135,7 +126,7 @@ def add_commands(command: Callable[[str, Handler, str], argparse.ArgumentParser]
     p.add_argument("--actor", help="only those of this user")
     p.add_argument("--action", help="only this action (pause, purge, login, ...)")
     p.add_argument("--queue", help="only those on this queue")
-    p.add_argument("--before", type=_time, help="only those before this time (ISO)")
+    p.add_argument("--before", type=moment, help="only those before this time (ISO)")
     p.add_argument("--limit", type=int, default=100, help="at most this many (up to 1000)")
     p.add_argument("--json", action="store_true", help="JSON lines for scripts")
 
