@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 from typing import Any
 
 import psycopg
@@ -64,6 +68,32 @@ def test_janitor_once(dsn: str, client: shardq.Client) -> None:
         "rescued": 1, "dead": 0, "promoted": 0, "purged": 0, "expired_results": 0,
         "expired_attempts": 0, "stale_workers": 0}
     assert client.get(task.id) is not None
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
+def test_the_janitor_daemon_stops_gracefully_on_a_signal(sig: signal.Signals, dsn: str,
+                                                         client: shardq.Client) -> None:
+    """SIGTERM (a service manager's) and SIGINT end ``shardq janitor`` with status 0, by its
+    own handlers: a SIGINT its parent set to be ignored still counts."""
+    queue = f"janitor-{sig.name}"
+    client.enqueue(queue, {})
+    claim_all(client, queue, lease_s=0.001)
+    janitor = subprocess.Popen(
+        [sys.executable, "-m", "shardq", "janitor", "--dsn", dsn,
+         "--janitor-interval-s", "0.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        deadline = time.monotonic() + 60
+        while client.stats(queue)["available"] == 0:  # running: it put the task back
+            assert janitor.poll() is None, janitor.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        janitor.send_signal(sig)
+        out, err = janitor.communicate(timeout=30)
+    finally:
+        janitor.kill()
+    assert (janitor.returncode, out) == (0, ""), err
+    assert "Traceback" not in err
 
 
 def test_errors_are_one_line(databases: Any) -> None:

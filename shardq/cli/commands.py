@@ -7,10 +7,10 @@ controls).  Each imports what it needs when it runs, so the parser
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
+import signal
 import sys
-import time
+import threading
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -78,18 +78,25 @@ def _grants(dsn: str, args: argparse.Namespace, config: ClientConfig, *,
 
 
 def cmd_janitor(args: argparse.Namespace) -> int:
-    """Run the janitor: one pass with --once, else until interrupted."""
+    """Run the janitor: one pass with --once, else until SIGINT or SIGTERM."""
     if args.once:
         with _client(args) as client:
             print(json.dumps(vars(client.run_janitor_once())))
         return 0
-    # An interrupt is how it is stopped, even one that comes while it starts.
-    with contextlib.suppress(KeyboardInterrupt):
-        _janitor_until_interrupted(args)
+    stop = threading.Event()
+    # Its own handlers, not KeyboardInterrupt: SIGTERM (systemd's, Kubernetes') must stop it
+    # gracefully too, and a SIGINT that the parent set to be ignored must still count.
+    before = {sig: signal.signal(sig, lambda signum, frame: stop.set())
+              for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        _janitor_until(args, stop)
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
     return 0
 
 
-def _janitor_until_interrupted(args: argparse.Namespace) -> None:
+def _janitor_until(args: argparse.Namespace, stop: threading.Event) -> None:
     from shardq.core.pooler import session_refusal
     from shardq.loops.vacuum import Vacuumer
 
@@ -103,8 +110,8 @@ def _janitor_until_interrupted(args: argparse.Namespace) -> None:
         if vacuumer.applies:
             vacuumer.start()
         try:
-            while janitor.running:
-                time.sleep(1)
+            while janitor.running and not stop.wait(1):
+                pass
         finally:
             vacuumer.stop()
             janitor.stop()
