@@ -58,11 +58,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # How xdist shares the suite out (a scheduler of ours, below): a module's tests stay on one
 # worker (its module-scoped databases are made once), the Spark modules share one worker
-# and its one JVM, and the longest groups are handed out first so that no worker starts
-# one as the others finish.  The benchmark studies' quick runs are separate processes that
-# share nothing: each is handed out alone.
-SPARK_MODULES = ("test_spark", "test_spark_read", "test_spark_stream", "test_spark_tls")
-FIRST = ("spark", "chaos/test_chaos", "test_periodic_daemons", "test_plans")
+# and its one JVM (the streaming tests, the longest, have a worker and a JVM of their own:
+# on one worker, Spark's five minutes were the run's longest path), and the longest groups
+# are handed out first so that no worker starts one as the others finish.  The benchmark
+# studies' quick runs are separate processes that share nothing: each is handed out alone.
+SPARK_MODULES = ("test_spark", "test_spark_read", "test_spark_tls")
+FIRST = ("spark", "test_spark_stream", "chaos/test_chaos", "test_periodic_daemons", "test_plans")
 UNGROUPED = ("test_bench_studies",)
 
 
@@ -190,6 +191,15 @@ def databases(server_url: str) -> Iterator[Databases]:
 def dsn(databases: Databases) -> str:
     """A database migrated to head with the default 16 buckets, shared by the session."""
     return databases.create()
+
+
+@pytest.fixture
+def no_flows(dsn: str) -> None:
+    """The shared database without flows, events or results (the ``client`` fixture
+    empties only tasks), so that each test's fold sees its own events only: the flow
+    modules use it on every test (``pytest.mark.usefixtures("no_flows")``)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("TRUNCATE shardq.flows, shardq.flow_events, shardq.results")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
 
 import psycopg
+from psycopg import sql as psql
 
 import shardq
 from shardq.core.config import ClientConfig
@@ -195,3 +196,9 @@ def ack_keeping(client: shardq.Client, tasks: list[shardq.Task], values: list[An
     a flow's task (until its flow ends)."""
     st = client.statements
     st.perform(settle.ack(st, tasks, [Kept(json.dumps(v), None, float("inf")) for v in values]))
+
+
+def rows(conn: psycopg.Connection[Any], table: str) -> int:
+    """How many rows ``shardq.TABLE`` holds."""
+    query = psql.SQL("SELECT count(*) FROM {}").format(psql.Identifier("shardq", table))
+    return int(conn.execute(query).fetchone()[0])  # type: ignore[index]

@@ -11,12 +11,11 @@ import pytest
 
 import shardq
 from shardq.loops.resolver import resolve
-from tests.helpers import claim_all
-from tests.test_flows import no_flows, rows
+from tests.helpers import claim_all, rows
 
-pytestmark = [pytest.mark.server, pytest.mark.both_clients, pytest.mark.behaviour]
+pytestmark = [pytest.mark.server, pytest.mark.both_clients, pytest.mark.behaviour,
+              pytest.mark.usefixtures("no_flows")]
 
-__all__ = ["no_flows"]  # the autouse fixture that empties flows before each test
 
 MEMBERS, DONE = "batch", "batch-done"
 

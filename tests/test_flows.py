@@ -17,7 +17,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
 
 import shardq
 from shardq.core.config import ClientConfig
@@ -27,9 +26,10 @@ from shardq.ops.results import Kept, encode
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
 from tests.clients import Blocking
-from tests.helpers import claim_all
+from tests.helpers import claim_all, rows
 
-pytestmark = [pytest.mark.server, pytest.mark.both_clients, pytest.mark.behaviour]
+pytestmark = [pytest.mark.server, pytest.mark.both_clients, pytest.mark.behaviour,
+              pytest.mark.usefixtures("no_flows")]
 
 QUEUE = "flows"
 
@@ -59,14 +59,6 @@ def pair(values: list[int]) -> list[int]:
 def emit(value: Any) -> Any:
     """Return its argument."""
     return value
-
-
-@pytest.fixture(autouse=True)
-def no_flows(dsn: str) -> None:
-    """The shared database without flows, events or results before each test (the
-    `client` fixture empties only tasks): each test's fold sees its own events only."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("TRUNCATE shardq.flows, shardq.flow_events, shardq.results")
 
 
 # -- driving nodes by hand ---------------------------------------------------------------
@@ -100,11 +92,6 @@ def call(payload: dict[str, Any]) -> Any:
     """What the payload's task returns (the handlers above, called in the test)."""
     fn = {f.name: f for f in (add, total, pair, emit)}[payload["task"]]
     return fn.fn(*payload["args"], **payload["kwargs"])
-
-
-def rows(conn: psycopg.Connection[Any], table: str) -> int:
-    query = sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier("shardq", table))
-    return int(conn.execute(query).fetchone()[0])  # type: ignore[index]
 
 
 # -- what nodes take ---------------------------------------------------------------------

@@ -15,11 +15,12 @@ import shardq
 from shardq.loops.resolver import FLOWS_PER_FOLD, resolve
 from shardq.ops import deadletters
 from tests.helpers import in_threads
-from tests.test_flows import ack, add, app, call, claimed, emit, no_flows, pair, run
+from tests.test_flows import ack, add, app, call, claimed, emit, pair, run
 
-pytestmark = [pytest.mark.server, pytest.mark.both_clients, pytest.mark.behaviour]
+pytestmark = [pytest.mark.server, pytest.mark.both_clients, pytest.mark.behaviour,
+              pytest.mark.usefixtures("no_flows")]
 
-__all__ = ["app", "no_flows"]  # the module's handlers, and its autouse fixture
+__all__ = ["app"]  # the module's handlers
 
 
 def flow_of(client: shardq.Client, handle: shardq.FlowHandle) -> shardq.Flow:

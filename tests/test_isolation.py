@@ -4,7 +4,6 @@ its own."""
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -142,18 +141,18 @@ def test_a_suspect_that_raises_fails_with_its_own_traceback(
 
 
 def test_a_suspect_on_its_last_attempt_dies_with_its_history(
-        client: shardq.Client) -> None:
+        timed: shardq.Client, clock: shardq.ManualClock) -> None:
+    client = timed
     task_id = client.enqueue("iso", {}, max_attempts=1)
     for expiry, report in enumerate([shardq.JanitorReport(rescued=1),
                                      shardq.JanitorReport(dead=1)]):
         if expiry:  # wait out the backoff of the first rescue
-            client.db.run(lambda c: c.execute(
-                "UPDATE shardq.tasks SET exec_time = now()"))
+            clock.advance(3600)
         claimed = [t for b in range(client.bucket_count)
-                   for t in client.claim_bucket("iso", b, lease_s=0.05)]
+                   for t in client.claim_bucket("iso", b, lease_s=5)]
         assert len(claimed) == 1
         assert claimed[0].attempts == 1  # the first expiry gave the attempt back
-        time.sleep(0.2)
+        clock.advance(6)  # the lease runs out
         assert client.run_janitor_once() == report
     info = client.get(task_id)
     assert info is not None
