@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import fields
 from datetime import UTC, datetime, timedelta
@@ -351,3 +352,51 @@ def test_a_claim_returns_the_task_fields_in_order(client: Client, dsn: str) -> N
         assert [c.name for c in cur.description] == list(RETURNED)
     assert [f.name for f in fields(shardq.Task)][:5] == ["id", "queue", "bucket", "exec_time",
                                                          "lease_token"]
+
+
+def test_defer_many_puts_each_task_back_for_later(client: Client,
+                                                  connect: psycopg.Connection[Any]) -> None:
+    client.enqueue_many("q", [{}, {}, {}])
+    a, b, c = claim_all(client, "q")
+    client.defer_many([a, b], delay_s=60)
+    for task in (a, b):
+        deferred = row(connect, task.id)
+        assert deferred["status"] == "available"
+        assert deferred["attempts"] == 0  # a deferral gives the attempt back
+        assert deferred["exec_time"] - deferred["last_requeued_at"] == timedelta(seconds=60)
+    assert row(connect, c.id)["status"] == "locked"
+    when = datetime.now(UTC) + timedelta(hours=2)
+    client.defer_many([c], run_at=when)
+    assert row(connect, c.id)["exec_time"] == when
+    assert client.stats("q")["scheduled"] == 3
+
+
+def test_controls_reads_the_limits_of_several_queues_at_once(client: Client) -> None:
+    client.enqueue_many("limited", [{}, {}])
+    client.set_limits("limited", max_running=5, create=True)
+    client.enqueue("free", {})
+    controls = client.controls(["limited", "free"])
+    assert set(controls) == {"limited", "free"}
+    assert controls["limited"].limits.max_running == 5
+    assert controls["limited"].controlled
+    assert controls["free"].limits.max_running is None
+    assert controls["limited"] == client.limits("limited")
+
+
+def test_the_janitor_loop_puts_back_what_an_expired_lease_held(client: Client) -> None:
+    task_id = client.enqueue("q", {})
+    claim_all(client, "q", lease_s=0.001)
+    janitor = client.janitor(interval_s=0.05)
+    janitor.start()
+    janitor.start()  # idempotent
+    try:
+        deadline = datetime.now(UTC) + timedelta(seconds=30)
+        while client.stats("q")["available"] == 0:
+            assert janitor.running
+            assert datetime.now(UTC) < deadline
+            time.sleep(0.05)
+    finally:
+        janitor.stop()
+        janitor.stop()
+    assert not janitor.running
+    assert [t.id for t in claim_all(client, "q")] == [task_id]

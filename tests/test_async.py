@@ -15,6 +15,8 @@ from shardq.api import Operations
 from shardq.core.plan import Fetch, single
 from tests.clients import SHARED
 
+pytestmark = pytest.mark.behaviour
+
 
 def rows(dsn: str, queue: str) -> list[Any]:
     with psycopg.connect(dsn) as conn:

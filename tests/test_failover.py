@@ -194,6 +194,9 @@ def test_kill_the_primary_mid_drain(cluster: Cluster, runs: Runs, client: shardq
         - killed_at, listeners=listening,
         capped_twice=len(twice(capped)), ticks=len(slots)))
     assert enqueued - ran_numbers == set(), "enqueues that returned but never ran"
+    # The same producers and workers went on on the new primary, with no restart.
+    assert producers.returned_at[-1] > killed_at + writable_s, "the producers did not resume"
+    assert back_s != float("inf"), "the workers never ran at their rate again"
     assert CLAIM_LOST not in reasons, "an acknowledged claim was lost in the failover"
     assert {r.n for r in capped} == set(range(CAPPED_TASKS))
     assert limit_after.running == 0, "a place of the capped queue stayed taken"
@@ -247,4 +250,6 @@ def test_planned_switchover(cluster: Cluster, runs: Runs, workers: Callable[[], 
         steady_runs_per_s=steady, full_rate_after_s=back_s))
     assert cluster.primary() != old
     assert producers.numbers - {r.n for r in ran} == set()
+    assert producers.returned_at[-1] > started + switched_s, "the producers did not resume"
+    assert back_s != float("inf"), "the workers never ran at their rate again"
     assert CLAIM_LOST not in {why_twice(rs) for rs in dup.values()}
