@@ -144,8 +144,9 @@ def test_a_suspect_on_its_last_attempt_dies_with_its_history(
         timed: shardq.Client, clock: shardq.ManualClock) -> None:
     client = timed
     task_id = client.enqueue("iso", {}, max_attempts=1)
-    for expiry, report in enumerate([shardq.JanitorReport(rescued=1),
-                                     shardq.JanitorReport(dead=1)]):
+    # (rescued, dead) of each pass: what else a pass did (results of other tests on the
+    # shared database expiring under the moved clock) is not this test's.
+    for expiry, expected in enumerate([(1, 0), (0, 1)]):
         if expiry:  # wait out the backoff of the first rescue
             clock.advance(3600)
         claimed = [t for b in range(client.bucket_count)
@@ -153,7 +154,8 @@ def test_a_suspect_on_its_last_attempt_dies_with_its_history(
         assert len(claimed) == 1
         assert claimed[0].attempts == 1  # the first expiry gave the attempt back
         clock.advance(6)  # the lease runs out
-        assert client.run_janitor_once() == report
+        report = client.run_janitor_once()
+        assert (report.rescued, report.dead) == expected
     info = client.get(task_id)
     assert info is not None
     assert info.state == "dead"
