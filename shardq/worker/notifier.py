@@ -63,8 +63,10 @@ class Listener:
                         conn.execute(sqlfiles.plain("listen", channel=CHANNEL))
                     if lost:
                         lost = False
-                        log.info("LISTEN connection back (%s:%s)", conn.info.host,
-                                 conn.info.port)
+                        # At the level of the line that said it was lost: a log read at
+                        # WARNING must not show an outage that never ends.
+                        log.warning("LISTEN connection back (%s:%s)", conn.info.host,
+                                    conn.info.port)
                     self.on_notify(None, None)
                     self._serve(conn)
             except psycopg.Error as exc:

@@ -85,14 +85,16 @@ def test_a_listener_says_once_that_it_lost_its_connection_and_comes_back(
         chaos_pg: ThrowawayPostgres, caplog: pytest.LogCaptureFixture) -> None:
     """A worker's LISTEN connection tries again every second while the server is away
     (a failover takes seconds): one warning for the outage, not one per try, and a line
-    when it LISTENs again, whereupon it wakes the claimers (notes may have been missed)."""
+    when it LISTENs again, at the same level, whereupon it wakes the claimers (notes may
+    have been missed)."""
     if not chaos_pg.running:
         chaos_pg.start()
     url = chaos_pg.url(chaos_pg.create_database())
     woken: list[tuple[str | None, int | None]] = []
     listener = Listener(url, {"q"}, lambda queue, bucket: woken.append((queue, bucket)),
                         connect_timeout_s=2)
-    with caplog.at_level(logging.INFO, logger="shardq.worker"):
+    # At WARNING: whoever sees the outage's line sees the line of its end too.
+    with caplog.at_level(logging.WARNING, logger="shardq.worker"):
         listener.start()
         try:
             wait_for(lambda: woken == [(None, None)], 30, what="the first LISTEN")
