@@ -18,7 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
 
 import psycopg
-from psycopg import sql as psql
+from psycopg import sql
 
 import shardq
 from shardq.core.config import ClientConfig
@@ -200,5 +200,5 @@ def ack_keeping(client: shardq.Client, tasks: list[shardq.Task], values: list[An
 
 def rows(conn: psycopg.Connection[Any], table: str) -> int:
     """How many rows ``shardq.TABLE`` holds."""
-    query = psql.SQL("SELECT count(*) FROM {}").format(psql.Identifier("shardq", table))
+    query = sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier("shardq", table))
     return int(conn.execute(query).fetchone()[0])  # type: ignore[index]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import fields
 from datetime import UTC, datetime, timedelta
@@ -16,7 +15,7 @@ from shardq import Client, ManualClock
 from shardq.core.dialect import bucket_sql
 from shardq.core.task import TaskId
 from shardq.ops.claims import RETURNED
-from tests.helpers import bucket_of, claim_all
+from tests.helpers import bucket_of, claim_all, wait_for
 
 pytestmark = [pytest.mark.server, pytest.mark.both_clients, pytest.mark.behaviour]
 
@@ -390,11 +389,9 @@ def test_the_janitor_loop_puts_back_what_an_expired_lease_held(client: Client) -
     janitor.start()
     janitor.start()  # idempotent
     try:
-        deadline = datetime.now(UTC) + timedelta(seconds=30)
-        while client.stats("q")["available"] == 0:
-            assert janitor.running
-            assert datetime.now(UTC) < deadline
-            time.sleep(0.05)
+        wait_for(lambda: client.stats("q")["available"] == 1, 30, 0.05,
+                 what="the janitor to put the task back")
+        assert janitor.running
     finally:
         janitor.stop()
         janitor.stop()

@@ -19,8 +19,8 @@ def public_calls(cls: type) -> set[str]:
 
 
 def test_every_public_call_is_made_by_a_behaviour_test() -> None:
-    marked = [path.read_text(encoding="utf-8") for path in sorted(TESTS.rglob("test_*.py"))
-              if "pytest.mark.behaviour" in path.read_text(encoding="utf-8")]
+    texts = (path.read_text(encoding="utf-8") for path in sorted(TESTS.rglob("test_*.py")))
+    marked = [text for text in texts if "pytest.mark.behaviour" in text]
     assert len(marked) > 20
     source = "\n".join(marked)
     calls = (set(SHARED) | public_calls(shardq.Client) | public_calls(shardq.AsyncClient)

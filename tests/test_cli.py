@@ -6,14 +6,13 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from typing import Any
 
 import psycopg
 import pytest
 
 import shardq
-from tests.helpers import claim_all, one_line_error, shardq_cli
+from tests.helpers import claim_all, one_line_error, shardq_cli, wait_for
 
 
 def test_migrate_then_use(databases: Any) -> None:
@@ -82,12 +81,12 @@ def test_the_janitor_daemon_stops_gracefully_on_a_signal(sig: signal.Signals, ds
         [sys.executable, "-m", "shardq", "janitor", "--dsn", dsn,
          "--janitor-interval-s", "0.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    def put_back() -> bool:  # running: it put the task back
+        assert janitor.poll() is None, janitor.communicate()
+        return bool(client.stats(queue)["available"])
+
     try:
-        deadline = time.monotonic() + 60
-        while client.stats(queue)["available"] == 0:  # running: it put the task back
-            assert janitor.poll() is None, janitor.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        wait_for(put_back, 60, what="the janitor to put the task back")
         janitor.send_signal(sig)
         out, err = janitor.communicate(timeout=30)
     finally:
