@@ -3,8 +3,9 @@
 -- (the partial index tasks_groups_waiting) is claimed by claim_limited instead, and
 -- this claim takes nothing from it: both probes name no column of the row, so each
 -- runs once per statement, and a worker that has not yet learnt of a new limit
--- cannot claim past it.
-{bucket} = %(bucket)s
+-- cannot claim past it.  The bucket is the bound one (this_bucket: bucket_bound), or
+-- each listed one in turn in a claim of several (bucket_listed).
+{bucket} = {this_bucket}
       AND queue = %(queue)s
       AND status = 'available'
       AND exec_time <= coalesce(%(now)s::timestamptz, now())

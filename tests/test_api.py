@@ -165,6 +165,26 @@ def test_claim_limit_and_bucket(client: Client) -> None:
     assert client.claim_bucket("q", bucket, limit=100) == []
 
 
+
+def test_claim_buckets_reads_the_listed_buckets_in_their_order(client: Client) -> None:
+    ids = client.enqueue_many("q", [{} for _ in range(200)])
+    by_bucket: dict[int, int] = {}
+    for i in ids:
+        b = bucket_of(i, client.bucket_count)
+        by_bucket[b] = by_bucket.get(b, 0) + 1
+    (first, n_first), (second, n_second) = sorted(by_bucket.items(), key=lambda kv: -kv[1])[:2]
+    # The limit reaches one task past the first bucket listed: it comes from the second.
+    took = client.claim_buckets("q", [first, second], limit=n_first + 1)
+    assert sorted(t.bucket for t in took) == sorted([first] * n_first + [second])
+    rest = client.claim_buckets("q", [second, first], limit=100)
+    assert [t.bucket for t in rest] == [second] * (n_second - 1)
+    assert client.claim_buckets("q", [first, second], limit=100) == []
+    others = claim_all(client, "q")  # the buckets not listed were left alone
+    assert len(others) == 200 - n_first - n_second
+    assert {t.bucket for t in others}.isdisjoint({first, second})
+    assert len({t.lease_token for t in took}) == 1  # one claim, one lease token
+
+
 def test_ack_deletes(client: Client, connect: psycopg.Connection[Any]) -> None:
     client.enqueue_many("q", [{"i": i} for i in range(30)])
     tasks = claim_all(client, "q")

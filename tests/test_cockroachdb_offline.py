@@ -22,7 +22,7 @@ from psycopg import sql
 from shardq.core import boundary, db, dialect, migrate, sqlfiles
 from shardq.core.errors import SchemaNotReady
 from shardq.ops import flow
-from shardq.ops.claims import RETURNED
+from shardq.ops.claims import LISTED, RETURNED
 
 BUCKET_COUNTS = (16, 32)
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
@@ -60,6 +60,7 @@ SHARD_16 = shard_column(16)
 CRDB_QUERIES = (
     "ack_many",
     "claim",
+    "claim_buckets",
     "claim_recover",
     "enqueue",
     "enqueue_many",
@@ -178,7 +179,9 @@ FRAGMENTS = ("backoff", "batch_notify", "placement", "placement_params", "rows_u
              # task graphs: the event a terminal statement writes, the release's wake-up
              "flow_events_add", "flow_notify",
              # durable tasks: the checkpoints a terminal statement deletes
-             "steps_drop")
+             "steps_drop",
+             # the bucket a claim reads: the bound one, or each one a claim lists
+             "bucket_bound", "bucket_listed")
 # Binary COPY (CockroachDB batches go through enqueue_many) and NOTIFY; keyed tasks'
 # requeue statements, which modify the table twice in one statement, live in
 # sql/postgresql/ only.
@@ -347,6 +350,8 @@ def compose(name: str, bucket: str = SHARD_16, limit: int = CLAIM_LIMIT) -> str:
                                       fragments=part.parts, identifiers=part.names,
                                       literals=part.literals))
     fragments = limited_fragments(None, False, "rate_unset") if name in LIMITED else ()
+    if name == "claim_buckets":
+        fragments = tuple(LISTED.items())
     return as_text(sqlfiles.query(name, "cockroachdb", bucket, limit, fragments=fragments))
 
 
@@ -544,6 +549,23 @@ def test_crdb_claim_is_one_update_over_one_bucket_range() -> None:
     assert f't."{SHARD_16}" AS bucket' in code
 
 
+def test_crdb_claim_of_several_buckets_reads_each_listed_bucket_range() -> None:
+    code = strip_comments(compose("claim_buckets"))
+    assert flat(code).startswith("UPDATE shardq.tasks AS t SET")
+    assert len(re.findall(r"\bUPDATE shardq\.tasks\b", code)) == 1
+    assert "unnest(%(buckets)s::INT8[]) AS listed(bucket)" in code
+    lateral = code.partition("LATERAL (")[2]
+    assert f'WHERE "{SHARD_16}" = listed.bucket' in lateral
+    assert "queue = %(queue)s" in lateral
+    assert "status = 'available'" in lateral
+    assert re.search(rf"ORDER BY exec_time\s+LIMIT {CLAIM_LIMIT}\s+FOR UPDATE SKIP LOCKED",
+                     lateral)
+    assert re.search(rf"\) AS d\s+LIMIT {CLAIM_LIMIT}\s*\) AS c", code)  # the claim's limit
+    for column in PRIMARY_KEY:
+        assert f"t.{column} = c.{column}" in code
+    assert f't."{SHARD_16}" AS bucket' in code
+
+
 def test_crdb_claim_returns_the_task_fields_in_order() -> None:
     """Claimed rows become Tasks positionally (shardq.ops.claims.task_rows)."""
     returning = flat(strip_comments(compose("claim"))).partition("RETURNING ")[2]
@@ -586,7 +608,8 @@ AS_ORDER = sql.SQL("SELECT 1 FROM shardq.tasks ORDER BY exec_time {}")
 AS_GUARD = sql.SQL("SELECT 1 FROM shardq.tasks WHERE true {}")
 AS_CTES = sql.SQL("WITH done AS (SELECT * FROM shardq.tasks), {} SELECT 1")
 # The shared parts of the claim, rescue and promote statements, and how each is parsed.
-CLAUSES = {"claim_where": AS_CONDITION, "rescue_where": AS_CONDITION,
+CLAUSES = {"bucket_bound": AS_EXPRESSION, "bucket_listed": AS_EXPRESSION,
+           "claim_where": AS_CONDITION, "rescue_where": AS_CONDITION,
            "promote_where": AS_CONDITION, "claim_set": AS_SET_LIST, "rescue_set": AS_SET_LIST,
            "promote_set": AS_SET_LIST, "claim_returning": AS_RETURNING,
            "claim_columns": AS_EXPRESSION, "suspect": AS_CONDITION,

@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 from shardq.core import sqlfiles
+from shardq.ops.claims import LISTED
 from tests.plans import LIMIT, PARAMS, QUEUE, explain, nodes, numbered
 
 pytestmark = pytest.mark.server
@@ -502,3 +503,52 @@ def test_an_ack_keeping_results_probes_each_task(stale: psycopg.Connection[Any])
     inserted = [n for n in plan if n.get("Relation Name") == "results"]
     assert [n["Node Type"] for n in inserted] == ["ModifyTable"]
     assert inserted[0]["Actual Rows"] == 100  # each result written
+
+
+def composed_listed(conn: psycopg.Connection[Any]) -> str:
+    """The claim of several buckets (claim_buckets), as a worker composes it."""
+    return sqlfiles.query("claim_buckets", "postgresql", "bucket", LIMIT,
+                          fragments=tuple(LISTED.items())).as_string(conn)
+
+
+@pytest.mark.parametrize("generic", [False, True])
+def test_a_claim_of_several_buckets_reads_one_bounded_range_of_each(
+        big: psycopg.Connection[Any], generic: bool) -> None:
+    """The buckets listed are read one after the other, each one index range of
+    tasks_pkey in exec_time order; the first listed holds more than the limit, so the
+    claim stops inside it and never reads the others."""
+    text, names = numbered(composed_listed(big))
+    statement = f"claim_listed_{int(generic)}"
+    params = {**PARAMS, "buckets": [3, 5, 9]}
+    with big.transaction(force_rollback=True):
+        if generic:
+            big.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        big.execute(f"PREPARE {statement} AS " + text)
+        args = ", ".join(psycopg.sql.Literal(params[n]).as_string(big) for n in names)
+        row = big.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
+                          f"EXECUTE {statement}({args})").fetchone()
+    big.execute(f"DEALLOCATE {statement}")
+    assert row is not None
+    plan = list(nodes(row[0][0]["Plan"]))
+    assert_pause_checked_once(plan)
+    assert_bounded_range_scan(plan, "tasks_pkey", LIMIT)
+    scan = next(n for n in plan if n.get("Index Name") == "tasks_pkey")
+    assert "bucket = listed.bucket" in scan["Index Cond"]
+    assert scan["Actual Loops"] == 1  # the limit was reached in the first bucket
+    assert plan[0]["Actual Rows"] == LIMIT
+
+
+def test_a_claim_of_several_buckets_visits_each_listed_range_once(
+        big: psycopg.Connection[Any]) -> None:
+    """Buckets holding nothing due for the queue: each listed range is looked at once,
+    and nothing else is read."""
+    params = {**PARAMS, "queue": "nothing-here", "buckets": [3, 5, 9, 12]}
+    plan = explain(big, composed_listed(big), params)
+    kinds = [n["Node Type"] for n in plan]
+    assert "Seq Scan" not in kinds, kinds
+    assert "Sort" not in kinds, kinds
+    scans = [n for n in plan if n.get("Index Name") == "tasks_pkey"]
+    assert len(scans) == 1
+    assert scans[0]["Actual Loops"] == 4
+    assert scans[0]["Actual Rows"] == 0
+    assert scans[0]["Shared Hit Blocks"] + scans[0].get("Shared Read Blocks", 0) < 40

@@ -74,6 +74,8 @@ def test_each_claim_shown_is_the_one_the_client_sends(client: shardq.Client) -> 
     requests = {
         "claim": first(claims.claim_bucket(st, QUEUE, 0, limit=sqlshow.BATCH,
                                            lease_s=None).steps()),
+        "claim_buckets": first(claims.claim_buckets(st, QUEUE, [0, 1], limit=sqlshow.BATCH,
+                                                    lease_s=None).steps()),
         "claim_limited": first(turn(st, limited, None)),
         "claim_limited_mixed": first(turn(st, mixed, None)),
         # a group's turn asks for the next group first

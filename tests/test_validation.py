@@ -148,6 +148,14 @@ def test_bad_bucket(client: Client, bucket: Any) -> None:
         client.claim_bucket("q", bucket)
 
 
+@pytest.mark.parametrize(("buckets", "says"), [([], "at least one"), ([3, 3], "each bucket once"),
+                                               ([0, 16], r"\[0, 16\)"), ("01", "a list"),
+                                               ([True], "integer")])
+def test_bad_bucket_lists(client: Client, buckets: Any, says: str) -> None:
+    with pytest.raises(InvalidTask, match=says):
+        client.claim_buckets("q", buckets)
+
+
 @pytest.mark.parametrize(("call", "args"), [
     ("ack", (None,)), ("ack_many", (None,)), ("ack_many", ("abc",)), ("nack", (None, "x")),
     ("extend", ({"id": 1}, 10)), ("release", (None,)), ("defer", (None,)),

@@ -297,6 +297,82 @@ def test_schedule_goes_to_the_notified_bucket_first(listening: bool) -> None:
         assert schedule.cooldown_s(five) == FIRST_COOLDOWN_S
 
 
+@pytest.mark.parametrize("listening", [False, True])
+def test_a_claim_short_of_its_limit_looks_again_only_when_nothing_announces_work(
+        listening: bool) -> None:
+    clock = FakeTime()
+    schedule = Schedule([("q", b) for b in range(4)], offset=0, poll_max_s=1.0,
+                        listening=listening, clock=clock)
+    all_cooling(schedule)
+    schedule.hint("q", 2)
+    two = schedule.pick()[0]
+    schedule.record(two, 1, drained=True)  # took all the range held: 1 task of a limit of 8
+    if listening:  # the next task there is announced: no empty claim after each one
+        assert schedule.pick()[0] == -1
+        assert schedule.cooldown_s(two) == 1.0
+        schedule.hint("q", 2)
+        assert schedule.pick() == (two, 0.0)
+    else:
+        assert schedule.pick() == (two, 0.0)
+
+
+def test_schedule_gathers_hints_for_coalesce_s_then_hands_out_a_queues_together() -> None:
+    clock = FakeTime()
+    schedule = Schedule([("q", b) for b in range(4)] + [("r", 0)], offset=0, poll_max_s=1.0,
+                        listening=True, coalesce_s=0.002, clock=clock)
+    all_cooling(schedule)
+    schedule.hint("q", 1)
+    clock.now += 0.001
+    schedule.hint("r", 0)
+    schedule.hint("q", 3)
+    index, wait = schedule.pick()
+    assert index == -1  # the first hint is younger than coalesce_s: more may come
+    assert wait == pytest.approx(0.001)
+    clock.now += 0.001
+    first = schedule.pick()[0]
+    assert schedule.targets[first] == ("q", 1)
+    assert [schedule.targets[i] for i in schedule.take_hinted("q")] == [("q", 3)]
+    assert schedule.hinted_targets == [("r", 0)]  # another queue's: a claim of its own
+    assert schedule.take_hinted("q") == []
+
+
+def fills(worker: Worker) -> float:
+    """How many claims of the worker took tasks (its batch-fill histogram's count)."""
+    return next(sample.value for metric in worker.metrics.batch_fill.collect()
+                for sample in metric.samples if sample.name.endswith("_count"))
+
+
+def test_a_claimer_claims_the_buckets_it_gathered_in_one_statement(dsn: str) -> None:
+    app = shardq.App(dsn)
+    app.task(queue="gathered")(lambda: None)
+    worker = Worker(app, ClientConfig(dsn=dsn), WorkerConfig(janitors=0, claimers=1,
+                                                            coalesce_ms=0))
+    claimer = worker.claimers[0]
+    try:
+        buckets: dict[int, int] = {}
+        while len(buckets) < 3:  # one task in each of three buckets
+            task_id = worker.client.enqueue("gathered", {})
+            [(bucket,)] = query(dsn, "SELECT bucket FROM shardq.tasks WHERE id = %s",
+                                (task_id,))
+            if bucket in buckets:
+                worker.client.cancel(task_id)
+            else:
+                buckets[bucket] = 1
+        all_cooling(claimer.schedule)
+        assert worker.listener is not None
+        for bucket in buckets:
+            worker.listener.on_notify("gathered", bucket)
+        assert claimer.gathering
+        claims_before = fills(worker)
+        assert claimer.run_once().tasks == 3
+        assert fills(worker) == claims_before + 1  # one claim took the three
+        assert not claimer.gathering
+        # It took all each range held: with notes heard, the buckets rest till the next note.
+        assert claimer.schedule.pick()[0] == -1
+    finally:
+        worker.client.close()
+
+
 def test_schedule_polls_owned_targets_at_poll_max_and_the_rest_rarely() -> None:
     clock = FakeTime()
     targets = [("q", b) for b in range(16)]
@@ -317,7 +393,7 @@ def test_schedule_polls_owned_targets_at_poll_max_and_the_rest_rarely() -> None:
     assert schedule.pick()[0] >= 0  # new work everywhere: all due
 
 
-def test_a_note_for_one_bucket_wakes_one_idle_claimer(dsn: str) -> None:
+def test_notes_for_single_buckets_gather_at_one_idle_claimer(dsn: str) -> None:
     app = shardq.App(dsn)
     app.task(queue="hinted")(lambda: None)
     worker = Worker(app, ClientConfig(dsn=dsn), WorkerConfig(janitors=0, claimers=4))
@@ -341,9 +417,10 @@ def test_a_note_for_one_bucket_wakes_one_idle_claimer(dsn: str) -> None:
             blocker.rollback()
         claim.join(10)
         assert not claim.is_alive()
+        # One claimer that was idle gathers them, for one claim of the three buckets.
+        assert sorted(len(h) for h in hinted) == [0, 0, 0, 3]
         assert sorted(t for h in hinted for t in h) == [("hinted", b) for b in range(3)]
         assert hinted[1] == []
-        assert all(len(h) <= 1 for h in hinted)
         worker.listener.on_notify("hinted", None)  # many buckets: every claimer looks everywhere
         assert all(c.schedule.pick()[0] >= 0 for c in worker.claimers)
     finally:

@@ -101,6 +101,18 @@ class TaskCalls(Base):
                                    lease_s=lease_s, worker_id=validate.worker_id(worker_id))
 
     @operation
+    def claim_buckets(self, queue: str, buckets: Sequence[int], *, limit: int = 10,
+                      lease_s: float | None = None,
+                      worker_id: UUID | str | None = None) -> Plan[list[Task]]:
+        """Claim up to ``limit`` eligible tasks of ``queue`` from the ``buckets`` listed,
+        in their order (one statement, one index range per bucket read); ``worker_id``
+        as for :meth:`claim`.  A worker claims so the buckets that a burst of enqueue
+        notifications named.  A queue with limits or groups yields nothing here, as
+        with :meth:`claim_bucket`."""
+        return claims.claim_buckets(self.statements, queue, buckets, limit=limit,
+                                    lease_s=lease_s, worker_id=validate.worker_id(worker_id))
+
+    @operation
     def claim_turn(self, queue: str, bucket: int, *, after: str | None,
                    control: flow.Control, limit: int = 10, lease_s: float | None = None,
                    worker_id: UUID | str | None = None) -> Plan[flow.Turn]:

@@ -21,7 +21,7 @@ from shardq.core.config import DEFAULT_BUCKET_COUNT, ClientConfig
 from shardq.core.errors import ConfigError
 from shardq.core.statements import composed
 from shardq.loops.resolver import EVENTS_PER_FOLD, FLOWS_PER_FOLD
-from shardq.ops import flow, rates
+from shardq.ops import claims, flow, rates
 from shardq.worker.config import WorkerConfig
 
 BOTH = ("postgresql", "cockroachdb")
@@ -75,6 +75,9 @@ def _limited(name: str, about: str, group: str | None, grouped: bool) -> Shown:
 STATEMENTS = {s.name: s for s in (
     Shown("claim", "the plain claim: due tasks of one queue without limits or waiting "
           "grouped tasks, from one bucket", limit=BATCH, limit_is=CLAIMED),
+    Shown("claim_buckets", "the plain claim of several buckets: a worker's one claim for the "
+          "buckets a burst of enqueue notifications named", limit=BATCH, limit_is=CLAIMED,
+          fragments=claims.LISTED),
     _limited("claim_limited", "the limited claim: due tasks of one bucket of a queue under "
              "limits, with free slots", None, False),
     _limited("claim_limited_mixed", "the limited claim of the ungrouped tasks of one bucket "

@@ -54,6 +54,7 @@ FRAGMENTS = {
     "locate": "locate",
     "claim_where": "claim_where",
     "claim_range": "claim_range",
+    "this_bucket": "bucket_bound",
     "claim_slots": "claim_slots",
     "claim_free": "claim_free",
     "acked": "acked",

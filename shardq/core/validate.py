@@ -188,6 +188,21 @@ def claim(bucket: int | None, bucket_count: int, limit: int, lease_s: float | No
         raise InvalidTask("lease_s must be positive")
 
 
+def buckets(values: Sequence[int], bucket_count: int) -> list[int]:
+    """Check a list of buckets to claim from (at least one, each once, each in range);
+    returns it as a list."""
+    if isinstance(values, str | bytes):
+        raise InvalidTask(f"buckets must be a list of bucket numbers, got {values!r}")
+    listed = list(values)
+    if not listed:
+        raise InvalidTask("buckets must list at least one bucket")
+    for bucket in listed:
+        claim(bucket, bucket_count, 1, None)
+    if len(set(listed)) != len(listed):
+        raise InvalidTask(f"buckets must name each bucket once, got {listed!r}")
+    return listed
+
+
 def seconds(name: str, value: float | None, *, allow_negative: bool = False,
             limit: float = MAX_DELAY_S) -> float | None:
     """A finite number of seconds within +-limit (negative only when allowed)."""

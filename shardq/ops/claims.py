@@ -25,6 +25,9 @@ RETURNED = tuple(f.name for f in fields(Task) if f.name not in GIVEN)
 # so raw_decode's scanner alone reads it (json.loads adds two whitespace regex
 # matches and its checks: more than half the cost of decoding a small payload).
 _decode = JSONDecoder().raw_decode
+# claim_buckets reads each bucket of its list in turn: claim_range's bucket is the list's
+# current row, not a bound parameter.
+LISTED = {"this_bucket": "bucket_listed"}
 
 
 def task_rows(queue: str, token: UUID) -> RowFactory[Task]:
@@ -45,6 +48,26 @@ def claim_bucket(st: Statements, queue: str, bucket: int, *, limit: int,
     validate.queue_name(queue)
     validate.claim(bucket, st.bucket_count, limit, lease_s)
     return Plan(_claimer(st, queue, bucket, limit, lease_s, validate.worker_id(worker_id)))
+
+
+def claim_buckets(st: Statements, queue: str, buckets: Sequence[int], *, limit: int,
+                  lease_s: float | None, worker_id: UUID | None = None) -> Plan[list[Task]]:
+    """Claim up to ``limit`` eligible tasks of ``queue`` from the ``buckets`` listed, in
+    their order, in one statement: each bucket's index range in turn, until the limit.
+    A worker claims so the buckets a burst of notifications named (one statement for the
+    burst, not one per task)."""
+    validate.queue_name(queue)
+    listed = validate.buckets(buckets, st.bucket_count)
+    validate.claim(None, st.bucket_count, limit, lease_s)
+    holder = validate.worker_id(worker_id)
+    lease = lease_s if lease_s is not None else st.config.lease_s
+    token = uuid4()  # one for the claim: a retry finds what a lost reply took by it
+    params = st.params(queue=queue, buckets=listed, lease_s=lease, token=token,
+                       worker_id=holder)
+    rows = task_rows(queue, token)
+    take = Fetch(st.query("claim_buckets", limit, fragments=LISTED), params, rows)
+    recover = Fetch(st.query("claim_recover_any"), params, rows)
+    return Plan(attempt_claim(take, recover))
 
 
 def claim(st: Statements, queue: str, start: int, *, limit: int,

@@ -2,9 +2,15 @@
 
 Each claimer starts at its own offset so that claimers spread over the buckets, and
 *owns* the slice of targets from its offset up to the next claimer's.  A claim that
-found tasks makes its target due again at once: more may be waiting (a short claim
-proves nothing, since SKIP LOCKED passes over the rows a concurrent claim holds).
-An empty target cools down for a while, at most ``poll_max_s`` for an owned target
+filled its limit makes its target due again at once: more may be waiting.  A plain
+claim that found fewer drained its range, since every row it passed over (SKIP LOCKED)
+was taken by a concurrent claim, which comes back itself if it was full.  With
+notifications heard, such a target cools down as an empty one does (new work there is
+announced); without them it is due again at once, as nothing would say so.  At a
+moderate rate this halves the claims: each task used to cost the claim that took it
+and an empty one after it.  (A turn of a flow-controlled queue reads one group's
+range, so a short one says nothing of the bucket: it is due again at once.)  An empty
+target cools down for a while, at most ``poll_max_s`` for an owned target
 and ``poll_max_s`` times the number of claimers for the others, so that every target
 is still looked at about once per ``poll_max_s`` by the worker as a whole while idle
 polling costs one claim per target, not one per claimer.
@@ -15,6 +21,13 @@ empty target cools down for the whole cap at once: polling is only the safety ne
 missed notes and for scheduled tasks coming due.  When it does not, the cool-down
 starts short and doubles on each empty visit.  When every target is cooling down the
 claimer sleeps until the first is due again, or until it is woken.
+
+Notifications are coalesced.  A claimer given a hint waits ``coalesce_s`` from the
+first for more (the worker hands further notes to the claimer gathering them), then
+claims every hinted bucket of that queue in one statement (``claim_buckets``): at a
+moderate rate tasks arrive in ones, each in a bucket of its own, and a claim per task
+was most of a worker's and the server's work.  The wait is added to the pickup of the
+first task of a burst only.
 
 How many tasks a claim takes is bounded twice.  By the handlers: the buffer holds
 about as many tasks as there are free slots, plus what the slots will get through in a
@@ -30,6 +43,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -70,24 +84,30 @@ class Schedule:
     """
 
     def __init__(self, targets: list[tuple[str, int]], offset: int, poll_max_s: float, *,
-                 share: int = 1, listening: bool = False,
+                 share: int = 1, listening: bool = False, coalesce_s: float = 0.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         n = len(targets)
         self.targets = targets[offset % n:] + targets[:offset % n]
         self.poll_max_s, self.listening, self.clock = poll_max_s, listening, clock
+        self.coalesce_s = coalesce_s
         owned = -(-n // max(1, share))
         self._cap = [poll_max_s if i < owned else poll_max_s * share for i in range(n)]
         self._next = 0
         self._cool_until = [0.0] * n
         self._cooldown = [0.0] * n
         self._hints: list[int] = []
+        self._hinted_at = 0.0  # when the first of the pending hints came
         self._index = {target: i for i, target in enumerate(self.targets)}
 
     def pick(self) -> tuple[int, float]:
-        """The index of the next target to claim from, or (-1, seconds until one is due)."""
-        if self._hints:
-            return self._hints.pop(0), 0.0
+        """The index of the next target to claim from, or (-1, seconds until one is due).
+        Hinted targets come first, once the first hint is ``coalesce_s`` old."""
         now = self.clock()
+        if self._hints:
+            gathered = now - self._hinted_at
+            if gathered < self.coalesce_s:
+                return -1, self.coalesce_s - gathered
+            return self._hints.pop(0), 0.0
         n = len(self.targets)
         for step in range(n):
             i = (self._next + step) % n
@@ -96,12 +116,14 @@ class Schedule:
                 return i, 0.0
         return -1, max(0.0, min(self._cool_until) - now)
 
-    def record(self, index: int, claimed: int, wait_s: float | None = None) -> None:
+    def record(self, index: int, claimed: int, wait_s: float | None = None, *,
+               drained: bool = False) -> None:
         """Note that a claim on target ``index`` took ``claimed`` tasks; ``wait_s``: a
-        rate gave none and gives again in that long (the target cools down as long)."""
-        if claimed:
-            self._cooldown[index] = 0.0
-            self._cool_until[index] = 0.0
+        rate gave none and gives again in that long (the target cools down as long);
+        ``drained``: the claim took all its range held (a plain claim short of its
+        limit), which cools the target down like an empty visit when listening."""
+        if claimed and not (drained and self.listening):
+            self._due(index)
             return
         if wait_s is not None:
             self._cooldown[index] = wait_s
@@ -112,6 +134,21 @@ class Schedule:
         cooldown = cap if self.listening else doubled
         self._cooldown[index] = cooldown
         self._cool_until[index] = self.clock() + cooldown
+
+    def record_listed(self, indices: list[int], claimed: list[int], *, drained: bool) -> None:
+        """Note a claim of several targets (``claim_buckets``) that took ``claimed[k]``
+        tasks from ``indices[k]``.  Short of its limit (``drained``) it read every range
+        to its end: each is recorded as a claim of its own would be.  At its limit,
+        those it reached may hold more and the rest were not read: all are due again."""
+        for index, count in zip(indices, claimed, strict=True):
+            if drained:
+                self.record(index, count, drained=True)
+            else:
+                self._due(index)
+
+    def _due(self, index: int) -> None:
+        self._cooldown[index] = 0.0
+        self._cool_until[index] = 0.0
 
     def reset(self, queue: str | None = None) -> None:
         """Make every target (of ``queue``) due now: there is new work in many buckets."""
@@ -143,7 +180,17 @@ class Schedule:
         """New work in one bucket: claim from (``queue``, ``bucket``) next."""
         index = self._index.get((queue, bucket))
         if index is not None and index not in self._hints:
+            if not self._hints:
+                self._hinted_at = self.clock()
             self._hints.append(index)
+
+    def take_hinted(self, queue: str) -> list[int]:
+        """Take the pending hinted targets of ``queue`` out of the hints, in order (to be
+        claimed together with the one just picked)."""
+        mine = [i for i in self._hints if self.targets[i][0] == queue]
+        if mine:
+            self._hints = [i for i in self._hints if self.targets[i][0] != queue]
+        return mine
 
 
 @dataclass(frozen=True)
@@ -249,11 +296,14 @@ class Claimer(Loop[Claimed]):
         began = time.time_ns() if tracer is not None else 0
         sent = self.keeper.monotonic()  # the leases begin no earlier than this
         try:
-            tasks, rate_wait_s = self._claim(queue, bucket, limit, lease_s)
+            if self.controls.get(queue).controlled:
+                tasks, rate_wait_s = self._claim_turn(queue, bucket, limit, lease_s)
+                with self._reset_lock:
+                    self.schedule.record(index, len(tasks), rate_wait_s)
+            else:
+                tasks = self._claim_plain(index, queue, limit, lease_s)
         finally:
             self._claiming = False
-        with self._reset_lock:
-            self.schedule.record(index, len(tasks), rate_wait_s)
         if tasks:
             self.metrics.claimed.labels(queue).inc(len(tasks))
             self.metrics.batch_fill.observe(len(tasks) / limit)
@@ -263,14 +313,35 @@ class Claimer(Loop[Claimed]):
         self._wait_s = 0.0
         return Claimed(len(tasks))
 
-    def _claim(self, queue: str, bucket: int, limit: int,
-               lease_s: float) -> tuple[list[Task], float | None]:
-        """One claim of ``queue`` at ``bucket``: a plain one, or a turn under the queue's
-        flow control; with how long a rate asks to wait (None: no rate bound)."""
+    def _claim_plain(self, index: int, queue: str, limit: int, lease_s: float) -> list[Task]:
+        """A claim of target ``index``, with every other hinted bucket of its queue in the
+        same statement (see the module's docstring); recorded in the schedule."""
+        with self._reset_lock:
+            listed = [index, *self.schedule.take_hinted(queue)]
+        buckets = [self.schedule.targets[i][1] for i in listed]
+        worker_id = self.feeds.worker_id
+        try:
+            if len(listed) == 1:
+                tasks = self.client.claim_bucket(queue, buckets[0], limit=limit,
+                                                 lease_s=lease_s, worker_id=worker_id)
+            else:
+                tasks = self.client.claim_buckets(queue, buckets, limit=limit,
+                                                  lease_s=lease_s, worker_id=worker_id)
+        except BaseException:
+            with self._reset_lock:  # the statement failed: its buckets are still to visit
+                self.schedule.record_listed(listed, [0] * len(listed), drained=False)
+            raise
+        taken = Counter(task.bucket for task in tasks)
+        with self._reset_lock:
+            self.schedule.record_listed(listed, [taken[b] for b in buckets],
+                                        drained=len(tasks) < limit)
+        return tasks
+
+    def _claim_turn(self, queue: str, bucket: int, limit: int,
+                    lease_s: float) -> tuple[list[Task], float | None]:
+        """One turn of flow-controlled ``queue`` at ``bucket`` under its limits; with how
+        long a rate asks to wait (None: no rate bound)."""
         control = self.controls.get(queue)
-        if not control.controlled:
-            return self.client.claim_bucket(queue, bucket, limit=limit, lease_s=lease_s,
-                                            worker_id=self.feeds.worker_id), None
         turn = self.client.claim_turn(queue, bucket, after=self._after.get(queue),
                                       control=control, limit=limit, lease_s=lease_s,
                                       worker_id=self.feeds.worker_id)
@@ -292,6 +363,12 @@ class Claimer(Loop[Claimed]):
     def starved(self) -> bool:
         """Whether the claimer is waiting for room in the buffer."""
         return self._starved
+
+    @property
+    def gathering(self) -> bool:
+        """Whether the claimer holds hints it has yet to claim, and is not claiming: a
+        notification given to it joins them in its next claim."""
+        return self.schedule.hinted and not self._claiming
 
     @property
     def idle(self) -> bool:

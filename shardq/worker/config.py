@@ -29,6 +29,10 @@ class WorkerConfig:
         low=0.01, high=DAY_S, tuning=True)
     poll_max_ms: int = setting(1000, "longest a bucket goes unvisited when all were empty",
                                low=1, high=HOUR_MS, tuning=True)
+    coalesce_ms: float = setting(
+        2.0, "how long a claimer woken by an enqueue notification waits for more before it "
+             "claims (the buckets they name in one statement; 0: at once)",
+        low=0.0, high=1000.0, tuning=True)
     janitors: int = setting(1, "janitor threads in this process (0: none)", low=0, high=16,
                             tuning=True)
     metrics_port: int = setting(0, "serve Prometheus metrics on this port (0: off)",

@@ -135,7 +135,8 @@ class Worker:
         return [Claimer(f"shardq-claimer-{i}", self,
                         Schedule(targets, base + i * len(targets) // count,
                                  self.config.poll_max_ms / 1000, share=count,
-                                 listening=self.listener is not None), sizes)
+                                 listening=self.listener is not None,
+                                 coalesce_s=self.config.coalesce_ms / 1000), sizes)
                 for i in range(count)]
 
     def demand(self) -> int:
@@ -208,12 +209,14 @@ class Worker:
                 claimer.notify(queue, bucket)
             return
         # One task in one bucket: one claimer is enough.  Waking them all would make
-        # every claimer claim, mostly in vain, for every enqueued task.  Turns rotate
-        # so that hints spread; an idle claimer is preferred so the hint is acted on now.
+        # every claimer claim, mostly in vain, for every enqueued task.  A claimer
+        # gathering hints takes this one too (one claim for the burst); else turns
+        # rotate so that hints spread, an idle claimer preferred so it is acted on now.
         n = len(self.claimers)
         self._turn = (self._turn + 1) % n
         order = [self.claimers[(self._turn + k) % n] for k in range(n)]
-        chosen = next((c for c in order if c.idle), order[0])
+        chosen = (next((c for c in order if c.gathering), None)
+                  or next((c for c in order if c.idle), order[0]))
         chosen.notify(queue, bucket)
 
     def _loops(self) -> list[Loop[Any]]:

@@ -1,7 +1,7 @@
 """A claim under a limit whose reply is lost: the server took the tasks and gave them
 capacity slots, the client never heard.  Its retry must find them by the claim's lease
 token (not take others, nor leave these held until their lease runs out), and the limit
-must hold throughout.
+must hold throughout.  A worker's plain claim of several buckets recovers the same way.
 
 The claim statement runs through the fault proxy, which lets it reach the server and
 commit, then drops its reply and closes the connection (``withhold_reply``).  The
@@ -189,3 +189,25 @@ def test_a_fleet_behind_a_lost_claim_reply_keeps_the_limit_and_runs_each_task_on
         most = max(most, running)
     assert 1 < most <= 4
 
+
+
+def test_a_claim_of_several_buckets_whose_reply_was_lost_recovers_its_tasks(
+        chaos_pg: ThrowawayPostgres, proxy: Proxy) -> None:
+    """A worker's claim of the buckets a burst of notes named (claim_buckets), its reply
+    lost after the server committed: the retry collects what it took by the lease token,
+    from every bucket listed, and leaves the rest."""
+    name = chaos_pg.create_database()  # 16 buckets
+    url = chaos_pg.url(name)
+    with shardq.Client(proxy.url(name)) as client:
+        client.enqueue_many("lost", [{"n": n} for n in range(64)])
+        per_bucket = dict(query(url, "SELECT bucket, count(*) FROM shardq.tasks GROUP BY 1"))
+        listed = sorted(per_bucket)[:3]
+        proxy.withhold_reply(rb"AS listed\(bucket\)", times=1)
+        tasks = client.claim_buckets("lost", listed, limit=100)
+        assert len(proxy.withheld) == 1  # the fault happened
+    [token] = {t.lease_token for t in tasks}
+    assert sorted(t.bucket for t in tasks) == sorted(
+        b for b in listed for _ in range(per_bucket[b]))
+    locked = query(url, "SELECT lease_token, count(*) FROM shardq.tasks "
+                        "WHERE status = 'locked' GROUP BY 1")
+    assert locked == [(token, len(tasks))]  # nothing else taken, nothing taken twice
