@@ -67,6 +67,7 @@ CRDB_QUERIES = (
     "enqueue_rows",
     "extend_many",
     "get",
+    "janitor_due",
     "janitor_promote",
     "janitor_rescue",
     "nack_many",
@@ -590,6 +591,19 @@ def test_crdb_janitor_forces_its_partial_index(name: str, index: str) -> None:
     assert re.search(r"\bORDER BY exec_time\b", sub)
     assert re.search(rf"\bLIMIT {CLAIM_LIMIT}\b", sub)
     assert sub.endswith("FOR UPDATE SKIP LOCKED")
+
+
+def test_crdb_janitor_probe_reads_each_bucket_of_each_partial_index() -> None:
+    needs_crdb_dialect()
+    code = strip_comments(compose("janitor_due"))
+    indexes = partial_indexes(render_upgrade("cockroachdb", 16))
+    for index in ("tasks_leases", "tasks_head_starts"):
+        probe = code.partition(f"FROM shardq.tasks@{index}")[2].partition(")")[0]
+        column, predicate = indexes[index]
+        assert column == SHARD_16
+        assert f'"{SHARD_16}" = listed.bucket' in probe
+        assert predicate in probe  # CockroachDB refuses a forced index whose predicate fails
+    assert "unnest(%(buckets)s::INT8[]) AS listed(bucket)" in code
 
 
 @pytest.fixture(scope="module")

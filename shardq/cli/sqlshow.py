@@ -103,6 +103,8 @@ STATEMENTS = {s.name: s for s in (
           "CockroachDB)", dialects=("cockroachdb",)),
     Shown("enqueue_rows", "add tasks with keys, each coalesced into its key's waiting task",
           dialects=("postgresql",)),
+    Shown("janitor_due", "the janitor's probe: which buckets have leases expired or head "
+          "starts due (its other statements visit only those)"),
     Shown("janitor_rescue", "the janitor's requeue: put tasks whose lease expired back in "
           "line (or dead)", limit=JANITOR_BATCH, limit_is=JANITORED),
     Shown("janitor_rescue_keyed", "the janitor's requeue of keyed tasks, merged with their "

@@ -117,12 +117,18 @@ def janitor_pass(st: Statements, *, prune: bool = True) -> JanitorReport:
     report = JanitorReport()
     if prune:
         st.perform(history.fold(st))
-    for bucket in range(st.bucket_count):
-        report += _drain(st, "janitor_promote", bucket, _promoted)
-        report += _drain(st, "janitor_rescue", bucket, _rescued)
-        if st.dialect.keyed_tasks:
-            report += _drain(st, "janitor_rescue_keyed", bucket, _rescued)
-        if st.config.dead_retention_s is not None:
+    # One probe says which buckets have leases expired or head starts due; only those
+    # are visited (a lease that expires meanwhile is found by the next pass).
+    buckets = list(range(st.bucket_count))
+    for bucket, expired, head_starts in st.all("janitor_due", {"buckets": buckets}):
+        if head_starts:
+            report += _drain(st, "janitor_promote", bucket, _promoted)
+        if expired:
+            report += _drain(st, "janitor_rescue", bucket, _rescued)
+            if st.dialect.keyed_tasks:
+                report += _drain(st, "janitor_rescue_keyed", bucket, _rescued)
+    if st.config.dead_retention_s is not None:
+        for bucket in buckets:
             report += _drain(st, "janitor_purge_dead", bucket, _purged)
     report += _drain(st, "janitor_results", None, _expired)
     # Dead tasks purged above may cancel tasks of flows that waited for them.
