@@ -8,7 +8,8 @@
         [--resume | --report-only] [--dsn URL] [--out DIR]
 
 ``--quick`` runs every scenario small (two to three minutes on a busy 2-core box,
-~50 s of CPU; fleet and processes add ≈ 40 s on a loaded box) and asserts nothing about speed: it
+~50 s of CPU; fleet and processes add ≈ 40 s on a loaded box, depth and rate ≈ 2 minutes)
+and asserts nothing about speed: it
 checks that the harness works and writes ``report-quick.md``.  ``fleet`` (pgbench
 claim+ack, 4 bucket counts x 8-128 connections) and ``processes`` (``shardq consume
 --processes 1-8``, 1 and 16 buckets) take about 12 minutes each on a loaded 2-core box.
