@@ -75,3 +75,6 @@ def test_the_quick_run_writes_its_stamped_report(study: str, server_url: str,
     assert "--dsn URL" in command or not server  # the server's URL is not written down
     assert commit.startswith("commit: ")
     assert commit != "commit: unknown"
+    if study == "suite":  # the scenarios the default run adds last ran too
+        assert "## 16. Throughput at a held queue depth" in text
+        assert "## 17. Latency and cost at a fixed rate" in text

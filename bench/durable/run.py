@@ -32,13 +32,13 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-import psutil
 import psycopg
 
 import shardq
 from bench import harness
 from bench.durable import app
 from bench.suite import sys_shardq
+from bench.suite.cpu import server_cpu_s
 from bench.suite.settings import SHARDQ_2P
 
 Record = dict[str, Any]
@@ -68,7 +68,7 @@ QUICK = Sizes(parked=500, live=1_000, sleepers=50, spread_s=1.0, waiters=200, si
               tasks=20, processes=1)
 
 
-def workers(url: str, sizes: Sizes) -> AbstractContextManager[None]:
+def workers(url: str, sizes: Sizes) -> AbstractContextManager[object]:
     """``shardq consume`` of the durable app, once every process consumes; stopped when
     the block ends."""
     return sys_shardq.consuming(url, {**WORKER, "processes": sizes.processes})
@@ -199,31 +199,6 @@ def active_ms(url: str) -> float:
     time.sleep(1.0)  # backends that just exited
     with psycopg.connect(url, autocommit=True) as conn:
         return float(harness.scalar(conn, ACTIVE))
-
-
-def server_cpu_s(url: str) -> float:
-    """CPU seconds the server's processes used so far (the postmaster and every process
-    under it: exited backends are counted in the postmaster's children's times)."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        backend = psutil.Process(int(harness.scalar(conn, "SELECT pg_backend_pid()")))
-        postmaster = backend.parent()  # while this backend lives
-    assert postmaster is not None
-    total = 0.0
-    while True:
-        try:  # a child may exit while the tree is walked
-            tree = [postmaster, *postmaster.children(recursive=True)]
-            break
-        except psutil.NoSuchProcess:
-            continue
-    for proc in tree:
-        try:
-            t = proc.cpu_times()
-        except psutil.Error:
-            continue
-        total += t.user + t.system
-        if proc.pid == postmaster.pid:
-            total += t.children_user + t.children_system  # the backends that exited
-    return total
 
 
 def dbtime(dbs: harness.Databases, sizes: Sizes, reps: int, records: list[Record]) -> None:

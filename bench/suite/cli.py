@@ -2,13 +2,14 @@
 
     python -m bench [--quick]
         [--scenarios enqueue,drain,pickup,backlog,ablation,cost,fleet,processes,async,start,
-                     limit,slots,flow,chords,durable]
+                     limit,slots,flow,chords,durable,depth,rate]
         [--reps 3] [--drain 50000] [--churn-s 600] [--churn-rate 200] [--with-5m]
-        [--slots-base DIR]
+        [--slots-base DIR] [--fixed-rate 500] [--rate-s 20] [--depth-window-s 10]
         [--resume | --report-only] [--dsn URL] [--out DIR]
 
 ``--quick`` runs every scenario small (two to three minutes on a busy 2-core box,
-~50 s of CPU; fleet and processes add ≈ 40 s on a loaded box) and asserts nothing about speed: it
+~50 s of CPU; fleet and processes add ≈ 40 s on a loaded box, depth and rate ≈ 2 minutes)
+and asserts nothing about speed: it
 checks that the harness works and writes ``report-quick.md``.  ``fleet`` (pgbench
 claim+ack, 4 bucket counts x 8-128 connections) and ``processes`` (``shardq consume
 --processes 1-8``, 1 and 16 buckets) take about 12 minutes each on a loaded 2-core box.
@@ -22,7 +23,11 @@ async, 1-256 handler slots in one ``shardq consume``) takes about 6 minutes, twi
 with ``--slots-base`` (an earlier tree's worker side by side).  ``flow`` (the
 flow-control measurements, :mod:`bench.flow`) takes about 15 minutes, ``chords`` (chords
 beside plain tasks, :mod:`bench.chords`) about 5, ``durable`` (durable tasks,
-:mod:`bench.durable`) about 8.  ``--resume`` re-runs the
+:mod:`bench.durable`) about 8.  ``depth`` (throughput with the queue held at 2,000 jobs,
+1 ms handlers, 16 and 64 slots, five arms) takes about 11 minutes, ``rate`` (pickup
+latency and CPU at 500 jobs/s and idle, four arms) about 12.  Every record notes the
+1-minute load average when it was made; the report gives it at each scenario's start
+and end.  ``--resume`` re-runs the
 named scenarios and keeps the results file's records of the others; ``--report-only``
 re-renders from that file.
 """
@@ -43,20 +48,33 @@ from bench.flow import run as flow
 from bench.suite import (
     async_enqueue,
     backlog,
+    depth,
     fleet,
     from_start,
     limit,
     pickup,
     plots,
+    rate,
     report,
     slot_scaling,
     throughput,
 )
+from bench.suite.cpu import load_1m
 from bench.suite.settings import Settings, quick_settings
 
 OUT = harness.RESULTS_DIR / "suite"
 SCENARIOS = ("enqueue", "drain", "pickup", "backlog", "ablation", "cost", "fleet", "processes",
-             "async", "start", "limit", "slots", "flow", "chords", "durable")
+             "async", "start", "limit", "slots", "flow", "chords", "durable", "depth", "rate")
+
+
+class Records(list[dict[str, object]]):
+    """The run's records, each given the machine's 1-minute load average when it is added
+    (``load_1m``: how busy the box was while it was measured)."""
+
+    def append(self, record: dict[str, object]) -> None:
+        """Add ``record``, noting the load average unless it already says one."""
+        record.setdefault("load_1m", load_1m())
+        super().append(record)
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Settings]:
@@ -73,6 +91,10 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Settings]:
     p.add_argument("--churn-s", type=float, help="churn period per system (default 600)")
     p.add_argument("--churn-rate", type=float, help="churn producer rate (default 200/s)")
     p.add_argument("--with-5m", action="store_true", help="add the 5M-task backlog (slow)")
+    p.add_argument("--fixed-rate", type=float, help="rate: producer rate (default 500/s)")
+    p.add_argument("--rate-s", type=float, help="rate: seconds per run (default 20)")
+    p.add_argument("--depth-window-s", type=float,
+                   help="depth: seconds measured per run (default 10)")
     p.add_argument("--slots-base", type=Path,
                    help="slots: an exported earlier tree whose worker runs side by side")
     p.add_argument("--report-only", action="store_true",
@@ -85,7 +107,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Settings]:
     settings = quick_settings() if args.quick else Settings()
     for attr, name in (("reps", "reps"), ("drain", "drain"), ("pickup_s", "pickup_s"),
                        ("loaded_rate", "loaded_rate"), ("churn_s", "churn_s"),
-                       ("churn_rate", "churn_rate")):
+                       ("churn_rate", "churn_rate"), ("fixed_rate", "fixed_rate"),
+                       ("rate_s", "rate_s"), ("depth_window_s", "depth_window_s")):
         value = getattr(args, attr)
         if value is not None:
             setattr(settings, name, value)
@@ -106,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the chosen scenarios, then write results.json, the PNG plots and the report."""
     args, settings = parse_args(argv)
     began = time.monotonic()
-    records: list[dict[str, object]] = []
+    records = Records()
     machine: list[str] = []
     wanted = settings.scenarios
     out: Path = args.out
@@ -125,9 +148,12 @@ def main(argv: list[str] | None = None) -> int:
                  "processes": ("fleet_worker",), "async": (async_enqueue.SCENARIO,),
                  "start": ("start",), "limit": ("limit", "limit_candidate"),
                  "slots": (slot_scaling.SCENARIO,), "flow": (flow.SCENARIO,),
-                 "chords": (chords.SCENARIO,), "durable": (durable.SCENARIO,)}
+                 "chords": (chords.SCENARIO,), "durable": (durable.SCENARIO,),
+                 "depth": (depth.SCENARIO,), "rate": (rate.SCENARIO,)}
         dropped = {kind for s in wanted for kind in rerun[s]}
-        records += [r for r in harness.load_records(raw)[0] if r["scenario"] not in dropped]
+        records += [r for r in harness.load_records(raw)[0] if r["scenario"] not in dropped
+                    and not (r["scenario"] == "load" and (r["step"] == "suite" or any(
+                        part in wanted for part in str(r["step"]).split("+"))))]
     steps: list[tuple[str, Callable[[], None]]] = [
         ("enqueue+drain", lambda: throughput.run(settings, args.dsn, records, machine)),
         ("pickup", lambda: pickup.run(settings, args.dsn, records)),
@@ -143,16 +169,26 @@ def main(argv: list[str] | None = None) -> int:
         ("flow", lambda: flow.run(settings, args.dsn, records)),
         ("chords", lambda: chords.run(settings, args.dsn, records)),
         ("durable", lambda: durable.run(settings, args.dsn, records)),
+        ("depth", lambda: depth.run(settings, args.dsn, records)),
+        ("rate", lambda: rate.run(settings, args.dsn, records)),
     ]
+    suite_load = load_1m()
     failed: list[str] = []
     for name, step in steps:
         if not any(part in wanted for part in name.split("+")):
             continue
+        began_load = load_1m()
         try:
             step()
         except Exception as exc:  # keep the other scenarios' results; exit non-zero
             harness.log(f"scenario {name} FAILED: {exc!r}")
             failed.append(f"{name}: {exc!r}"[:500])
+        records.append({"scenario": "load", "step": name, "rep": 0, "start": began_load,
+                        "end": load_1m()})
+        harness.dump_records(raw, records)
+    if not args.report_only:
+        records.append({"scenario": "load", "step": "suite", "rep": 0, "start": suite_load,
+                        "end": load_1m()})
         harness.dump_records(raw, records)
     if not machine:
         with harness.server(args.dsn) as (admin, description):

@@ -12,7 +12,16 @@ from bench.chords import report as chords_report
 from bench.durable import report as durable_report
 from bench.flow import report as flow_report
 from bench.harness import markdown_table
-from bench.suite import async_enqueue, fleet_report, from_start, limit, slot_scaling
+from bench.suite import (
+    async_enqueue,
+    depth,
+    fleet_report,
+    from_start,
+    limit,
+    pickup,
+    rate,
+    slot_scaling,
+)
 from bench.suite.settings import DRAIN_VARIANTS, PICKUP_VARIANTS, Settings
 from bench.suite.stats import fmt_ratio, med, paired_ratio, select
 
@@ -69,18 +78,8 @@ def _drain(records: list[Record], settings: Settings) -> list[str]:
 
 
 def _pickup(records: list[Record]) -> list[str]:
-    rows = []
-    for load in ("idle", "loaded"):
-        base = select(records, "pickup", load=load, variant=PICKUP_VARIANTS[0].name)
-        for v in PICKUP_VARIANTS:
-            rs = select(records, "pickup", load=load, variant=v.name)
-            if not rs:
-                continue
-            rows.append([load, v.name, med(rs, "rate"), med(rs, "achieved_rate"),
-                         med(rs, "p50_ms"), med(rs, "p95_ms"),
-                         med(rs, "p99_ms"), fmt_ratio(paired_ratio(base, rs, "p99_ms")),
-                         f"{sum(r['handled'] for r in rs)}/{sum(r['sent'] for r in rs)}",
-                         med(rs, "xacts_per_task"), med(rs, "cpu_ms_per_1k")])
+    rows = pickup.latency_rows(records, "pickup", ("idle", "loaded"), PICKUP_VARIANTS,
+                               ("xacts_per_task", "cpu_ms_per_1k"))
     return ["## 3. Pickup latency (enqueue → handler start)", "",
             "A producer process enqueues single tasks at a fixed rate into an empty queue; "
             "the consumer (each system's defaults) notes `now - t` at handler start. Loaded "
@@ -168,7 +167,7 @@ def _cost(records: list[Record], settings: Settings) -> list[str]:
     return lines
 
 
-def targets(records: list[Record]) -> list[list[object]]:
+def targets(records: list[Record], settings: Settings) -> list[list[object]]:
     """The targets: (target, measured, met?)."""
     def drain(variant: str) -> list[Record]:
         return select(records, "drain", variant=variant)
@@ -209,14 +208,28 @@ def targets(records: list[Record]) -> list[list[object]]:
         for c in configs[1:]:
             add(f"drain at '{c}' within 20% of '{configs[0]}'",
                 paired_ratio(select(records, "backlog", config=c), base, "rate"), 0.8)
-    return out
+    return out + depth.targets(records, settings) + rate.targets(records, settings)
+
+
+def _load(records: list[Record], steps: tuple[str, ...]) -> list[str]:
+    """The machine's 1-minute load average when the steps that made a section began and
+    ended (nothing for records of a run that did not note it)."""
+    parts = [f"{r['step']} {r['start']:.2f} → {r['end']:.2f}" for step in steps
+             for r in select(records, "load", step=step)]
+    if not parts:
+        return []
+    return ["1-minute load average at the start → the end of the scenario: "
+            + "; ".join(parts) + ".", ""]
 
 
 def render(records: list[Record], settings: Settings, machine: list[str], command: str,
            plots: list[Path], elapsed_s: float) -> str:
     """The whole report as markdown."""
+    suite = select(records, "load", step="suite")
+    load = ([f"- 1-minute load average: {suite[0]['start']:.2f} when the suite started, "
+             f"{suite[0]['end']:.2f} when it ended"] if suite else [])
     lines = ["# shardq benchmark suite" + (" (--quick: harness check, numbers meaningless)"
-                                            if settings.quick else ""), "", *machine,
+                                            if settings.quick else ""), "", *machine, *load,
              f"- versions: {versions()}",
              f"- command: `{command}` ({elapsed_s / 60:.1f} min); {settings.reps} repetition(s); "
              "systems alternate within each repetition (rotating order); medians; ratios are "
@@ -224,23 +237,31 @@ def render(records: list[Record], settings: Settings, machine: list[str], comman
              "- every scenario ran on its own fresh embedded PostgreSQL; each system and "
              "configuration in its own database; consumers and producers in their own processes",
              ""]
-    sections: list[Callable[[], list[str]]] = [
-        lambda: _enqueue(records), lambda: _drain(records, settings), lambda: _pickup(records),
-        lambda: _backlog(records, settings), lambda: _ablation(records, settings),
-        lambda: _cost(records, settings),
-        lambda: fleet_report.ceiling_section(records, settings),
-        lambda: fleet_report.worker_section(records, settings),
-        lambda: async_enqueue.section(records, settings),
-        lambda: from_start.section(records, settings),
-        lambda: limit.section(records, settings),
-        lambda: slot_scaling.section(records, settings),
-        lambda: flow_report.section(records, settings),
-        lambda: chords_report.section(records, settings),
-        lambda: durable_report.section(records, settings)]
-    for section in sections:
-        lines += section()
+    # each section with the steps of `python -m bench` that measured it (bench.suite.cli)
+    sections: list[tuple[tuple[str, ...], Callable[[], list[str]]]] = [
+        (("enqueue+drain",), lambda: _enqueue(records)),
+        (("enqueue+drain",), lambda: _drain(records, settings)),
+        (("pickup",), lambda: _pickup(records)),
+        (("backlog",), lambda: _backlog(records, settings)),
+        (("ablation",), lambda: _ablation(records, settings)),
+        (("enqueue+drain", "cost"), lambda: _cost(records, settings)),
+        (("fleet",), lambda: fleet_report.ceiling_section(records, settings)),
+        (("processes",), lambda: fleet_report.worker_section(records, settings)),
+        (("async",), lambda: async_enqueue.section(records, settings)),
+        (("start",), lambda: from_start.section(records, settings)),
+        (("limit",), lambda: limit.section(records, settings)),
+        (("slots",), lambda: slot_scaling.section(records, settings)),
+        (("flow",), lambda: flow_report.section(records, settings)),
+        (("chords",), lambda: chords_report.section(records, settings)),
+        (("durable",), lambda: durable_report.section(records, settings)),
+        (("depth",), lambda: depth.section(records, settings)),
+        (("rate",), lambda: rate.section(records, settings))]
+    for steps, section in sections:
+        body = section()  # a heading, a blank line, then the section (or nothing)
+        if body:
+            lines += [*body[:2], *_load(records, steps), *body[2:]]
     lines += ["## Targets", "", markdown_table(["target", "measured", ""],
-                                                         targets(records)), ""]
+                                                         targets(records, settings)), ""]
     if plots:
         lines += ["## Plots", "", *(f"![{p.stem}]({p.as_posix()})" for p in plots), ""]
     if ANALYSIS.exists() and not settings.quick:

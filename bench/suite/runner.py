@@ -1,9 +1,10 @@
 """One system's producer or consumer in its own process: ``python -m bench.suite.runner SPEC``.
 
 SPEC is JSON: ``{"system": "shardq"|"pgqueuer"|"procrastinate", "mode":
-"setup"|"enqueue"|"consume"|"produce"|"async", "url": ..., ...}``
+"setup"|"enqueue"|"consume"|"produce"|"hold"|"async", "url": ..., ...}``
 (``async``: :mod:`bench.suite.async_arms`).  A consumer prints
-``READY`` when it is about to start, and every mode ends with one line
+``READY`` when it is about to start, a ``hold`` producer once the queue is at its
+depth (it holds it there until SIGTERM), and every mode ends with one line
 ``RESULT {json}``.  A process per run keeps the systems' threads, event loops and
 GILs apart from the harness, and lets the consumer measure its own CPU and RSS.
 """
@@ -43,12 +44,13 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         return dict(adapter.enqueue(url, int(spec["n"]), int(spec.get("batch", 1))))
     if mode == "produce":
         return dict(adapter.produce(url, float(spec["rate"]), float(spec["seconds"])))
+    def ready() -> None:
+        print("READY", flush=True)
+
+    if mode == "hold":
+        return dict(adapter.hold(url, int(spec["depth"]), ready))
     if mode == "consume":
         probe = Probe(int(spec["n"]))
-
-        def ready() -> None:
-            print("READY", flush=True)
-
         adapter.consume(url, spec, probe, ready)
         return probe.result()
     raise ValueError(f"unknown mode {mode!r}")

@@ -37,6 +37,32 @@ CEILING = Variant("ceiling", "ceiling", {"batch": 100, "clients": 4},
 DRAIN_VARIANTS = (SHARDQ, SHARDQ_DEFAULT, SHARDQ_2P, PGQ_10, PGQ_100, PROC, CEILING)
 PICKUP_VARIANTS = (SHARDQ_DEFAULT, PGQ_10, PROC)  # each system as users run it
 COST_VARIANTS = (SHARDQ_DEFAULT, PGQ_10, PROC)
+# The depth-target scenario: handlers that sleep 1 ms, each system's consumer with C slots
+# (C from Settings.depth_concurrency); the first two are "shardq" in every ratio.
+DEPTH_VARIANTS = (
+    Variant("shardq-sync", "shardq", {"kind": "sync"},
+            note="`shardq consume --concurrency C`, `time.sleep(0.001)` handler"),
+    Variant("shardq-async", "shardq", {"kind": "async"},
+            note="`shardq consume --concurrency C`, `asyncio.sleep(0.001)` handler"),
+    Variant("pgqueuer", "pgqueuer", {"kind": "async"},
+            note="`QueueManager.run(batch_size=C/2, max_concurrent_tasks=C)`, async"),
+    Variant("procrastinate-async", "procrastinate", {"kind": "async"},
+            note="`run_worker_async(concurrency=C)`, async task"),
+    Variant("procrastinate-sync", "procrastinate", {"kind": "sync"},
+            note="`run_worker_async(concurrency=C)`, sync task (run in a thread)"),
+)
+SHARDQ_ARMS = ("shardq-sync", "shardq-async")
+# The fixed-rate scenario: each system's defaults but 16 handler slots, a no-op handler.
+RATE_VARIANTS = (
+    Variant("shardq-sync", "shardq", {"concurrency": 16},
+            note="worker daemon, 16 handler threads, sync handler"),
+    Variant("shardq-async", "shardq", {"concurrency": 16, "kind": "async"},
+            note="worker daemon, 16 handler slots, async handler"),
+    Variant("pgqueuer", "pgqueuer", {"concurrency": 16},
+            note="QueueManager.run(batch_size=8, max_concurrent_tasks=16)"),
+    Variant("procrastinate", "procrastinate", {"concurrency": 16},
+            note="run_worker_async(concurrency=16), async task"),
+)
 
 
 @dataclass
@@ -82,9 +108,15 @@ class Settings:
     slots_warmup_s: float = 1.0
     slots_window_s: float = 3.0
     slots_base: str = ""  # an exported earlier tree, run side by side (--slots-base)
+    depth_target: int = 2_000  # jobs the producer keeps waiting
+    depth_concurrency: tuple[int, ...] = (16, 64)
+    depth_warmup_s: float = 3.0
+    depth_window_s: float = 10.0
+    fixed_rate: float = 500.0  # the fixed-rate scenario's producer (its idle case: idle_rate)
+    rate_s: float = 20.0  # seconds per fixed-rate run
     scenarios: tuple[str, ...] = ("enqueue", "drain", "pickup", "backlog", "ablation", "cost",
                                   "fleet", "processes", "async", "start", "limit", "slots",
-                                  "flow", "chords", "durable")
+                                  "flow", "chords", "durable", "depth", "rate")
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -99,4 +131,5 @@ def quick_settings() -> Settings:
         churn_rate=100.0, async_single_tasks=200, async_batches=(100,),
         async_batched_tasks=10_000, start_tasks=5_000, limit_tasks=3_000,
         slots_concurrency=(4, 64), slots_sleep_ms=(1,), slots_depth=2_000, slots_warmup_s=0.3,
-        slots_window_s=0.7)
+        slots_window_s=0.7, depth_target=1_000, depth_concurrency=(16,), depth_warmup_s=0.5,
+        depth_window_s=1.0, fixed_rate=200.0, rate_s=1.5)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 from bench.harness import median
 
 Record = dict[str, Any]
+T = TypeVar("T")
 
 
 def select(records: list[Record], scenario: str, **match: Any) -> list[Record]:
@@ -31,3 +33,9 @@ def paired_ratio(a: list[Record], b: list[Record], key: str) -> float:
 def fmt_ratio(x: float) -> str:
     """``1.23x`` or n/a."""
     return "n/a" if math.isnan(x) else f"{x:.2f}x"
+
+
+def rotated(items: Sequence[T], rep: int) -> list[T]:
+    """``items`` in repetition ``rep``'s order: each repetition another goes first."""
+    k = rep % len(items)
+    return [*items[k:], *items[:k]]

@@ -1,7 +1,9 @@
 """PGQueuer driven through its documented API: ``Queries.enqueue`` and ``QueueManager.run``.
 
 One asyncpg connection per process (PGQueuer's own examples), the unix socket of
-the embedded server as host; ``batch_size`` is ``QueueManager.run``'s.
+the embedded server as host; ``batch_size`` is ``QueueManager.run``'s.  A consumer
+given ``concurrency`` C runs at most C jobs at once: ``max_concurrent_tasks=C`` with
+``batch_size=C // 2`` (PGQueuer wants the cap at least twice the batch).
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ import asyncpg
 from pgqueuer import AsyncpgDriver, Job, Queries, QueueManager
 from psycopg.conninfo import conninfo_to_dict
 
-from bench.suite.probe import QUEUE, Probe, send_paced_async
+from bench.suite.probe import QUEUE, Probe, hold_depth, send_paced_async
 
 NAME = "pgqueuer"
+# Jobs not finished: a finished job leaves the table (its status goes to pgqueuer_log).
+DEPTH_SQL = ("SELECT count(*) FROM pgqueuer WHERE entrypoint = %s "
+             "AND status IN ('queued', 'picked')")
 
 
 def connect_kwargs(url: str) -> dict[str, Any]:
@@ -75,9 +80,13 @@ def consume(url: str, spec: dict[str, Any], probe: Probe, ready: Callable[[], No
         try:
             qm = QueueManager(Queries(AsyncpgDriver(conn)))
 
+            sleep_s = float(spec.get("sleep_ms") or 0) / 1000
+
             @qm.entrypoint(QUEUE)
             async def noop(job: Job) -> None:
                 probe.hit(json.loads(job.payload) if job.payload else None)
+                if sleep_s:
+                    await asyncio.sleep(sleep_s)
                 if probe.done.is_set():
                     qm.shutdown.set()
 
@@ -88,7 +97,11 @@ def consume(url: str, spec: dict[str, Any], probe: Probe, ready: Callable[[], No
             ready()
             probe.start()
             timer = asyncio.create_task(deadline())
-            await qm.run(batch_size=int(spec.get("batch") or 10))
+            slots = int(spec.get("concurrency") or 0)
+            if slots:
+                await qm.run(batch_size=max(1, slots // 2), max_concurrent_tasks=slots)
+            else:
+                await qm.run(batch_size=int(spec.get("batch") or 10))
             timer.cancel()
         finally:
             await conn.close()
@@ -107,3 +120,22 @@ def produce(url: str, rate: float, seconds: float) -> dict[str, Any]:
         finally:
             await conn.close()
     return asyncio.run(go())
+
+
+def hold(url: str, depth: int, ready: Callable[[], None]) -> dict[str, Any]:
+    """Hold the queue at ``depth`` waiting jobs with list-valued ``Queries.enqueue``
+    (:func:`hold_depth`)."""
+    with asyncio.Runner() as runner:
+        conn = runner.run(_connect(url))
+        try:
+            queries = Queries(AsyncpgDriver(conn))
+            runner.run(queries.enqueue("warmup", b"{}"))
+
+            def enqueue(first: int, n: int) -> None:
+                runner.run(queries.enqueue(
+                    [QUEUE] * n, [json.dumps({"n": first + i}).encode() for i in range(n)],
+                    [0] * n))
+
+            return hold_depth(url, depth, DEPTH_SQL, enqueue, ready)
+        finally:
+            runner.run(conn.close())

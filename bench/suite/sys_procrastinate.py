@@ -3,7 +3,9 @@ and ``App.run_worker_async`` with ``concurrency`` (async task, as its concurrenc
 advises), over a ``PsycopgConnector`` on the embedded server's unix socket.
 
 Workers delete successful jobs (``delete_jobs="successful"``) so that, like shardq and
-PGQueuer, finished work leaves the jobs table; Procrastinate's default keeps them.
+PGQueuer, finished work leaves the jobs table; Procrastinate's default keeps them.  A
+consumer's spec may ask for a sync task (``kind``: Procrastinate runs it in a thread) and
+a handler that sleeps ``sleep_ms``.
 """
 
 from __future__ import annotations
@@ -17,19 +19,34 @@ from typing import Any
 
 import procrastinate
 
-from bench.suite.probe import QUEUE, Probe, send_paced_async
+from bench.suite.probe import QUEUE, Probe, hold_depth, send_paced_async
 
 NAME = "procrastinate"
 CONCURRENCY = 10
+DEPTH_SQL = ("SELECT count(*) FROM procrastinate_jobs WHERE queue_name = %s "
+             "AND status IN ('todo', 'doing')")  # jobs not finished
 
 
-def _app(url: str, probe: Probe | None = None) -> procrastinate.App:
+def _app(url: str, probe: Probe | None = None, spec: dict[str, Any] | None = None
+         ) -> procrastinate.App:
     app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url))
+    spec = spec or {}
+    sleep_s = float(spec.get("sleep_ms") or 0) / 1000
 
-    @app.task(name=QUEUE, queue=QUEUE)
-    async def noop(**kwargs: Any) -> None:
-        if probe is not None:
-            probe.hit(kwargs)
+    if spec.get("kind") == "sync":
+        @app.task(name=QUEUE, queue=QUEUE)
+        def noop_sync(**kwargs: Any) -> None:
+            if probe is not None:
+                probe.hit(kwargs)
+            if sleep_s:
+                time.sleep(sleep_s)
+    else:
+        @app.task(name=QUEUE, queue=QUEUE)
+        async def noop(**kwargs: Any) -> None:
+            if probe is not None:
+                probe.hit(kwargs)
+            if sleep_s:
+                await asyncio.sleep(sleep_s)
 
     return app
 
@@ -68,7 +85,7 @@ def consume(url: str, spec: dict[str, Any], probe: Probe, ready: Callable[[], No
     logging.getLogger("procrastinate").setLevel(logging.WARNING)
 
     async def go() -> None:
-        app = _app(url, probe)
+        app = _app(url, probe, spec)
         async with app.open_async():
             ready()
             probe.start()
@@ -95,3 +112,25 @@ def produce(url: str, rate: float, seconds: float) -> dict[str, Any]:
             return await send_paced_async(rate, seconds,
                                           lambda: task.defer_async(t=time.time()))
     return asyncio.run(go())
+
+
+def hold(url: str, depth: int, ready: Callable[[], None]) -> dict[str, Any]:
+    """Hold the queue at ``depth`` waiting jobs with ``batch_defer_async``
+    (:func:`hold_depth`)."""
+    app = _app(url)
+    task = app.tasks[QUEUE]
+    async def open_app() -> None:
+        await app.open_async()
+
+    with asyncio.Runner() as runner:
+        runner.run(open_app())
+        try:
+            runner.run(app.configure_task("warmup", queue="warmup").defer_async())
+
+            def enqueue(first: int, n: int) -> None:
+                jobs: list[dict[str, Any]] = [{"n": first + i} for i in range(n)]
+                runner.run(task.batch_defer_async(*jobs))
+
+            return hold_depth(url, depth, DEPTH_SQL, enqueue, ready)
+        finally:
+            runner.run(app.close_async())

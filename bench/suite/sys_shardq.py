@@ -22,13 +22,15 @@ import psycopg
 
 import shardq
 from bench import harness
-from bench.suite.probe import QUEUE, Probe, send_paced
+from bench.suite.cpu import tree_usage
+from bench.suite.probe import QUEUE, Probe, hold_depth, send_paced
 from shardq.core.config import ClientConfig, load
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
 
 NAME = "shardq"
 ROOT = Path(__file__).resolve().parents[2]
+DEPTH_SQL = "SELECT count(*) FROM shardq.tasks WHERE queue = %s"  # an ack deletes its task
 
 
 def setup(url: str) -> None:
@@ -57,9 +59,14 @@ def consume(url: str, spec: dict[str, Any], probe: Probe, ready: Callable[[], No
         return
     app = shardq.App()
 
-    @app.handler(QUEUE)
-    def noop(payload: Any) -> None:
-        probe.hit(payload)
+    if spec.get("kind") == "async":
+        @app.handler(QUEUE)
+        async def noop_async(payload: Any) -> None:
+            probe.hit(payload)
+    else:
+        @app.handler(QUEUE)
+        def noop(payload: Any) -> None:
+            probe.hit(payload)
 
     settings: dict[str, Any] = {"queue": (QUEUE,), "janitors": 1, "shutdown_grace_s": 5.0}
     for key in ("batch", "claimers", "concurrency"):
@@ -80,6 +87,14 @@ def produce(url: str, rate: float, seconds: float) -> dict[str, Any]:
     with shardq.Client(url, pool_max_size=2) as client:
         client.enqueue("warmup", {})
         return send_paced(rate, seconds, lambda: client.enqueue(QUEUE, {"t": time.time()}))
+
+
+def hold(url: str, depth: int, ready: Callable[[], None]) -> dict[str, Any]:
+    """Hold the queue at ``depth`` waiting tasks with ``enqueue_many`` (:func:`hold_depth`)."""
+    with shardq.Client(url, pool_max_size=2) as client:
+        client.enqueue("warmup", {})
+        return hold_depth(url, depth, DEPTH_SQL, lambda first, n: client.enqueue_many(
+            QUEUE, [{"n": i} for i in range(first, first + n)]), ready)
 
 
 def noop(payload: Any) -> None:
@@ -110,12 +125,12 @@ def consume_processes(url: str, spec: dict[str, Any], probe: Probe,
                 shardq.Client(url, pool_max_size=1) as client:
             all_consuming.wait(max(0.0, deadline - time.monotonic()))
             tree = psutil.Process(daemon.pid)
-            cpu0 = _tree_usage(tree)[0]
+            cpu0 = tree_usage(tree)[0]
             probe.target = _queued(conn)
             client.resume(QUEUE)
             probe.start()
             while not probe.done.is_set() and time.monotonic() < deadline:
-                cpu, rss = _tree_usage(tree)
+                cpu, rss = tree_usage(tree)
                 probe.handled_elsewhere(probe.target - _queued(conn), cpu - cpu0, rss)
                 time.sleep(0.01)
     finally:
@@ -151,13 +166,14 @@ def start_cli(url: str, spec: dict[str, Any]) -> tuple[subprocess.Popen[str], th
 
 
 @contextlib.contextmanager
-def consuming(url: str, spec: dict[str, Any]) -> Iterator[None]:
-    """:func:`start_cli` once every worker process consumes; stopped when the block ends."""
+def consuming(url: str, spec: dict[str, Any]) -> Iterator[subprocess.Popen[str]]:
+    """:func:`start_cli` once every worker process consumes (the daemon, for its pid);
+    stopped when the block ends."""
     daemon, all_consuming = start_cli(url, spec)
     try:
         if not all_consuming.wait(120):
             raise harness.RunnerError("the workers never started consuming")
-        yield
+        yield daemon
     finally:
         stop_cli(daemon)
 
@@ -169,15 +185,5 @@ def stop_cli(daemon: subprocess.Popen[str]) -> None:
 
 
 def _queued(conn: psycopg.Connection[Any]) -> int:
-    row = conn.execute("SELECT count(*) FROM shardq.tasks WHERE queue = %s", (QUEUE,)).fetchone()
+    row = conn.execute(DEPTH_SQL, (QUEUE,)).fetchone()
     return int(row[0]) if row else 0
-
-
-def _tree_usage(root: psutil.Process) -> tuple[float, int]:
-    """CPU seconds and resident bytes of ``root`` and its descendants now."""
-    cpu, rss = 0.0, 0
-    for proc in [root, *root.children(recursive=True)]:
-        with contextlib.suppress(psutil.Error):
-            times = proc.cpu_times()
-            cpu, rss = cpu + times.user + times.system, rss + proc.memory_info().rss
-    return cpu, rss
