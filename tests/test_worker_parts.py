@@ -261,10 +261,12 @@ def test_a_worker_prepares_claims_of_ladder_sizes_only(dsn: str, client: shardq.
                 ("%SKIP LOCKED%",))] for conn in connections]
     finally:
         worker.stop(grace_s=10)
-    limits = [[int(n) for text in texts for n in re.findall(r"LIMIT (\d+)", text)]
-              for texts in prepared]
+    # (a claim of several buckets?, its limit) of each prepared claim, per connection;
+    # a claim of several buckets names its limit twice (each bucket's, the claim's).
+    limits = [[("listed.bucket" in text, int(n)) for text in texts
+               for n in set(re.findall(r"LIMIT (\d+)", text))] for texts in prepared]
     assert any(limits)  # claims ran often enough to be prepared
-    assert {n for sizes in limits for n in sizes} <= {1, 2, 4, 8, 16, 32, 64, 100}
+    assert {n for sizes in limits for _, n in sizes} <= {1, 2, 4, 8, 16, 32, 64, 100}
     assert all(len(sizes) == len(set(sizes)) for sizes in limits)
 
 
@@ -331,9 +333,23 @@ def test_schedule_gathers_hints_for_coalesce_s_then_hands_out_a_queues_together(
     clock.now += 0.001
     first = schedule.pick()[0]
     assert schedule.targets[first] == ("q", 1)
-    assert [schedule.targets[i] for i in schedule.take_hinted("q")] == [("q", 3)]
+    assert [schedule.targets[i] for i in schedule.take_with(first)] == [("q", 3)]
     assert schedule.hinted_targets == [("r", 0)]  # another queue's: a claim of its own
-    assert schedule.take_hinted("q") == []
+
+
+def test_a_poll_takes_the_polls_nearly_due_with_it() -> None:
+    clock = FakeTime()
+    schedule = Schedule([("q", b) for b in range(4)] + [("r", 0)], offset=0, poll_max_s=1.0,
+                        listening=True, clock=clock)
+    for b in range(4):  # visited 0.2 s apart, all empty
+        schedule.record(schedule.index_of("q", b), 0)
+        clock.now += 0.2
+    schedule.record(schedule.index_of("r", 0), 0)
+    clock.now = 100.0 + 1.0  # bucket 0's poll is due, 1's in 0.2 s, 2's 0.4, 3's 0.6
+    index = schedule.pick()[0]
+    assert schedule.targets[index] == ("q", 0)
+    # Those due within half a cool-down come along; the other queue's never.
+    assert [schedule.targets[i] for i in schedule.take_with(index)] == [("q", 1), ("q", 2)]
 
 
 def fills(worker: Worker) -> float:

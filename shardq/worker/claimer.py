@@ -27,7 +27,9 @@ first for more (the worker hands further notes to the claimer gathering them), t
 claims every hinted bucket of that queue in one statement (``claim_buckets``): at a
 moderate rate tasks arrive in ones, each in a bucket of its own, and a claim per task
 was most of a worker's and the server's work.  The wait is added to the pickup of the
-first task of a burst only.
+first task of a burst only.  Polls are gathered the same way: a poll takes with it
+the queue's other buckets whose poll is nearly due, so an idle worker's polls come to
+about one statement per claimer and ``poll_max_s``, not one per bucket.
 
 How many tasks a claim takes is bounded twice.  By the handlers: the buffer holds
 about as many tasks as there are free slots, plus what the slots will get through in a
@@ -184,13 +186,23 @@ class Schedule:
                 self._hinted_at = self.clock()
             self._hints.append(index)
 
-    def take_hinted(self, queue: str) -> list[int]:
-        """Take the pending hinted targets of ``queue`` out of the hints, in order (to be
-        claimed together with the one just picked)."""
-        mine = [i for i in self._hints if self.targets[i][0] == queue]
-        if mine:
+    def take_with(self, index: int) -> list[int]:
+        """The targets to claim together with target ``index``, just picked: the hinted
+        ones of its queue (taken out of the hints), and, when ``index`` was picked as a
+        poll (it had cooled down), the others of its queue whose poll falls due within
+        half that cool-down.  Idle polls so come to one statement for many buckets, not
+        one each."""
+        queue = self.targets[index][0]
+        taken = [i for i in self._hints if self.targets[i][0] == queue]
+        if taken:
             self._hints = [i for i in self._hints if self.targets[i][0] != queue]
-        return mine
+        cooldown = self._cooldown[index]
+        if cooldown > 0:
+            horizon = self.clock() + cooldown / 2
+            taken += [i for i, (q, _) in enumerate(self.targets)
+                      if q == queue and i != index and i not in taken
+                      and self._cooldown[i] > 0 and self._cool_until[i] <= horizon]
+        return taken
 
 
 @dataclass(frozen=True)
@@ -314,10 +326,11 @@ class Claimer(Loop[Claimed]):
         return Claimed(len(tasks))
 
     def _claim_plain(self, index: int, queue: str, limit: int, lease_s: float) -> list[Task]:
-        """A claim of target ``index``, with every other hinted bucket of its queue in the
-        same statement (see the module's docstring); recorded in the schedule."""
+        """A claim of target ``index``, with the other buckets of its queue that are
+        hinted or due for a poll in the same statement (see the module's docstring);
+        recorded in the schedule."""
         with self._reset_lock:
-            listed = [index, *self.schedule.take_hinted(queue)]
+            listed = [index, *self.schedule.take_with(index)]
         buckets = [self.schedule.targets[i][1] for i in listed]
         worker_id = self.feeds.worker_id
         try:
