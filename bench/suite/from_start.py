@@ -17,6 +17,12 @@ that an autoscaler starts because a backlog is waiting.
 Both processes are started the same way (``subprocess`` from the harness) and both
 end their clock at the last task's handler start; the systems alternate, rotating
 the order from one repetition to the next, on one PostgreSQL.
+
+A figure from a busy machine says little (other work takes the cores the two systems
+share with their database, unevenly): before each run the scenario waits, up to
+:data:`QUIET_WAIT_S`, for the 1-minute load average to fall to :data:`QUIET_LOAD_1M`.
+Each run is reported with the load it began at, and a repetition in which either run
+began above it is refused: listed, but left out of the medians and the ratio.
 """
 
 from __future__ import annotations
@@ -32,12 +38,15 @@ from typing import Any
 from bench import harness
 from bench.harness import markdown_table
 from bench.suite import start_app
+from bench.suite.cpu import load_1m
 from bench.suite.probe import QUEUE
 from bench.suite.settings import PGQ_100, Settings, Variant
 from bench.suite.stats import fmt_ratio, med, paired_ratio, select
 
 Record = dict[str, Any]
 SHARDQ_CONSUME = Variant("shardq-consume", "shardq", note="`shardq consume`, its defaults")
+QUIET_LOAD_1M = 1.0  # half the cores of the 2-core box the suite was written on
+QUIET_WAIT_S = 240.0
 START_VARIANTS = (SHARDQ_CONSUME, PGQ_100)
 
 
@@ -80,6 +89,13 @@ def _shardq(url: str, n: int, deadline_s: float) -> Record:
     return out
 
 
+def _per_rep(record: Record, refused: set[int]) -> str:
+    """One run's rate and the load average it began at; struck through if refused."""
+    load = record.get("load_start")
+    text = f"{record['rate']:,.0f}" + (f" (load {load:.2f})" if load is not None else "")
+    return f"~~{text}~~" if record["rep"] in refused else text
+
+
 def _pgqueuer(url: str, n: int, deadline_s: float) -> Record:
     """One PGQueuer consumer process (the suite's runner) from its spawn to its last task."""
     spawned = time.time()
@@ -110,25 +126,55 @@ def run(settings: Settings, dsn: str | None, records: list[Record]) -> None:
                 harness.call({"system": variant.system, "mode": "enqueue", "url": url, "n": n,
                               "batch": settings.enqueue_batch})
                 harness.checkpoint(url)
+                load = _quiet()
                 run_one = _shardq if variant.system == "shardq" else _pgqueuer
                 out = run_one(url, n, deadline_s)
-                records.append({"scenario": "start", "variant": variant.name, "rep": rep, **out})
+                records.append({"scenario": "start", "variant": variant.name, "rep": rep,
+                                "load_start": load, "quiet": load <= QUIET_LOAD_1M, **out})
                 harness.log(f"from start rep {rep + 1} {variant.name}: {out['rate']:,.0f} "
                             f"tasks/s ({out['seconds']:.2f} s; first task at "
-                            f"{out['first_task_s']:.2f} s)")
+                            f"{out['first_task_s']:.2f} s; load {load:.2f} at its start)")
                 dbs.close()
 
 
+def _quiet() -> float:
+    """Wait (up to QUIET_WAIT_S) for the load average to fall to QUIET_LOAD_1M; the load
+    average the run begins at."""
+    deadline = time.monotonic() + QUIET_WAIT_S
+    while load_1m() > QUIET_LOAD_1M and time.monotonic() < deadline:
+        time.sleep(5)
+    return load_1m()
+
+
+def _refused_reps(records: list[Record]) -> set[int]:
+    """Repetitions in which a run began on a busy machine (records older than the load
+    check count as quiet)."""
+    return {r["rep"] for r in records if not r.get("quiet", True)}
+
+
+def ratio(records: list[Record]) -> float:
+    """shardq consume ÷ PGQueuer b100 from the process's start, over the repetitions run
+    on a quiet machine (median of the per-repetition ratios)."""
+    refused = _refused_reps(select(records, "start"))
+    runs = [[r for r in select(records, "start", variant=v.name) if r["rep"] not in refused]
+            for v in START_VARIANTS]
+    return paired_ratio(runs[0], runs[1], "rate")
+
+
 def section(records: list[Record], settings: Settings) -> list[str]:
-    """The report's section: each system's rate from its process's start, side by side."""
-    base = select(records, "start", variant=START_VARIANTS[0].name)
-    if not base:
+    """The report's section: each system's rate from its process's start, side by side,
+    from the repetitions run on a quiet machine."""
+    every = select(records, "start", variant=START_VARIANTS[0].name)
+    if not every:
         return []
+    refused = _refused_reps(select(records, "start"))
+    base = [r for r in every if r["rep"] not in refused]
     rows = []
     for v in START_VARIANTS:
-        rs = select(records, "start", variant=v.name)
+        runs = select(records, "start", variant=v.name)
+        rs = [r for r in runs if r["rep"] not in refused]
         rows.append([v.name, v.note, med(rs, "tasks"), med(rs, "rate"),
-                     ", ".join(f"{r['rate']:,.0f}" for r in rs), med(rs, "seconds"),
+                     ", ".join(_per_rep(r, refused) for r in runs), med(rs, "seconds"),
                      med(rs, "ready_s"), med(rs, "first_task_s"), med(rs, "rate_after_first"),
                      med(rs, "first_tenth_vs_rest") if v.system == "shardq" else "-",
                      fmt_ratio(paired_ratio(base, rs, "rate"))])
@@ -139,8 +185,12 @@ def section(records: list[Record], settings: Settings) -> list[str]:
             "shows as the rate through the first tenth of the backlog below the rate through "
             "the rest. "
             "'ready': the process said it consumes (shardq's `consuming` log line; PGQueuer's "
-            "runner just before `QueueManager.run`). Command: "
-            f"`python -m bench --scenarios start --reps {settings.reps}`.", "",
+            "runner just before `QueueManager.run`). Each run waited for the 1-minute load "
+            f"average to fall to {QUIET_LOAD_1M:g} (at most {QUIET_WAIT_S:g} s); 'per rep' gives "
+            "each run's rate and the load it began at, and a repetition in which either run "
+            "began above it is refused (struck through, out of the medians and the ratio"
+            f"{': ' + str(len(refused)) + ' of ' + str(len(every)) if refused else ''}). "
+            f"Command: `python -m bench --scenarios start --reps {settings.reps}`.", "",
             markdown_table(["variant", "setting", "tasks", "median tasks/s", "per rep",
                             "seconds", "ready s", "first task s",
                             "tasks/s after the first", "first tenth's rate ÷ the rest's",
