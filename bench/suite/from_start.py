@@ -20,7 +20,8 @@ the order from one repetition to the next, on one PostgreSQL.
 
 A figure from a busy machine says little (other work takes the cores the two systems
 share with their database, unevenly): before each run the scenario waits, up to
-:data:`QUIET_WAIT_S`, for the 1-minute load average to fall to :data:`QUIET_LOAD_1M`.
+``start_quiet_wait_s`` (none in a quick run), for the 1-minute load average to fall to
+:data:`QUIET_LOAD_1M`.
 Each run is reported with the load it began at, and a repetition in which either run
 began above it is refused: listed, but left out of the medians and the ratio.
 """
@@ -46,7 +47,6 @@ from bench.suite.stats import fmt_ratio, med, paired_ratio, select
 Record = dict[str, Any]
 SHARDQ_CONSUME = Variant("shardq-consume", "shardq", note="`shardq consume`, its defaults")
 QUIET_LOAD_1M = 1.0  # half the cores of the 2-core box the suite was written on
-QUIET_WAIT_S = 240.0
 START_VARIANTS = (SHARDQ_CONSUME, PGQ_100)
 
 
@@ -126,7 +126,7 @@ def run(settings: Settings, dsn: str | None, records: list[Record]) -> None:
                 harness.call({"system": variant.system, "mode": "enqueue", "url": url, "n": n,
                               "batch": settings.enqueue_batch})
                 harness.checkpoint(url)
-                load = _quiet()
+                load = _quiet(settings.start_quiet_wait_s)
                 run_one = _shardq if variant.system == "shardq" else _pgqueuer
                 out = run_one(url, n, deadline_s)
                 records.append({"scenario": "start", "variant": variant.name, "rep": rep,
@@ -137,10 +137,10 @@ def run(settings: Settings, dsn: str | None, records: list[Record]) -> None:
                 dbs.close()
 
 
-def _quiet() -> float:
-    """Wait (up to QUIET_WAIT_S) for the load average to fall to QUIET_LOAD_1M; the load
+def _quiet(wait_s: float) -> float:
+    """Wait (up to ``wait_s``) for the load average to fall to QUIET_LOAD_1M; the load
     average the run begins at."""
-    deadline = time.monotonic() + QUIET_WAIT_S
+    deadline = time.monotonic() + wait_s
     while load_1m() > QUIET_LOAD_1M and time.monotonic() < deadline:
         time.sleep(5)
     return load_1m()
@@ -186,7 +186,8 @@ def section(records: list[Record], settings: Settings) -> list[str]:
             "the rest. "
             "'ready': the process said it consumes (shardq's `consuming` log line; PGQueuer's "
             "runner just before `QueueManager.run`). Each run waited for the 1-minute load "
-            f"average to fall to {QUIET_LOAD_1M:g} (at most {QUIET_WAIT_S:g} s); 'per rep' gives "
+            f"average to fall to {QUIET_LOAD_1M:g} (at most {settings.start_quiet_wait_s:g} s); "
+            "'per rep' gives "
             "each run's rate and the load it began at, and a repetition in which either run "
             "began above it is refused (struck through, out of the medians and the ratio"
             f"{': ' + str(len(refused)) + ' of ' + str(len(every)) if refused else ''}). "

@@ -101,6 +101,7 @@ class Settings:
     async_batched_tasks: int = 100_000
     async_in_flight: int = 1_000
     start_tasks: int = 200_000  # the from-process-start drain's backlog
+    start_quiet_wait_s: float = 240.0  # longest wait for a quiet machine before each run
     limit_tasks: int = 50_000  # drain ÷ ceiling, and the claim + ack candidates
     slots_concurrency: tuple[int, ...] = (1, 4, 16, 64, 256)
     slots_sleep_ms: tuple[int, ...] = (1, 10)
@@ -129,7 +130,7 @@ def quick_settings() -> Settings:
         ablation_tasks=2_000, fleet_buckets=(1, 16), fleet_clients=(8, 32), fleet_tasks=8_000,
         worker_processes=(2,), worker_buckets=(16,), worker_tasks=2_000, churn_s=3.0,
         churn_rate=100.0, async_single_tasks=200, async_batches=(100,),
-        async_batched_tasks=10_000, start_tasks=5_000, limit_tasks=3_000,
+        async_batched_tasks=10_000, start_tasks=5_000, start_quiet_wait_s=0.0, limit_tasks=3_000,
         slots_concurrency=(4, 64), slots_sleep_ms=(1,), slots_depth=2_000, slots_warmup_s=0.3,
         slots_window_s=0.7, depth_target=1_000, depth_concurrency=(16,), depth_warmup_s=0.5,
         depth_window_s=1.0, fixed_rate=200.0, rate_s=1.5)
