@@ -335,6 +335,9 @@ def test_schedule_gathers_hints_for_coalesce_s_then_hands_out_a_queues_together(
     assert schedule.targets[first] == ("q", 1)
     assert [schedule.targets[i] for i in schedule.take_with(first)] == [("q", 3)]
     assert schedule.hinted_targets == [("r", 0)]  # another queue's: a claim of its own
+    schedule.hint("q", 2, at_once=True)  # work the worker knows of: a slot it freed
+    assert schedule.targets[schedule.pick()[0]] == ("r", 0)  # no wait, the gathered first
+    assert schedule.targets[schedule.pick()[0]] == ("q", 2)
 
 
 def test_a_poll_takes_the_polls_nearly_due_with_it() -> None:

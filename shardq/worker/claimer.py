@@ -178,13 +178,16 @@ class Schedule:
         claim there found work, or after a reset)."""
         return self._cooldown[index]
 
-    def hint(self, queue: str, bucket: int) -> None:
-        """New work in one bucket: claim from (``queue``, ``bucket``) next."""
+    def hint(self, queue: str, bucket: int, *, at_once: bool = False) -> None:
+        """New work in one bucket: claim from (``queue``, ``bucket``) next; ``at_once``
+        without waiting ``coalesce_s`` for more (with the hints already gathered)."""
         index = self._index.get((queue, bucket))
         if index is not None and index not in self._hints:
             if not self._hints:
                 self._hinted_at = self.clock()
             self._hints.append(index)
+        if at_once:
+            self._hinted_at = float("-inf")
 
     def take_with(self, index: int) -> list[int]:
         """The targets to claim together with target ``index``, just picked: the hinted
@@ -264,13 +267,15 @@ class Claimer(Loop[Claimed]):
         # ungrouped tasks' turn is next), so that its turns go round the groups.
         self._after: dict[str, str | None] = {}
 
-    def notify(self, queue: str | None, bucket: int | None = None) -> None:
-        """New work: in ``bucket`` of ``queue`` (look there next), or anywhere in ``queue``
-        when the bucket is unknown, or in any queue when ``queue`` is None (forget the
-        cool-downs).  Wakes the claimer."""
+    def notify(self, queue: str | None, bucket: int | None = None, *,
+               at_once: bool = False) -> None:
+        """New work: in ``bucket`` of ``queue`` (look there next: ``at_once``, or after
+        gathering notes for ``coalesce_s``), or anywhere in ``queue`` when the bucket is
+        unknown, or in any queue when ``queue`` is None (forget the cool-downs).  Wakes
+        the claimer."""
         with self._reset_lock:
             if queue is not None and bucket is not None:
-                self.schedule.hint(queue, bucket)
+                self.schedule.hint(queue, bucket, at_once=at_once)
             else:
                 self.schedule.reset(queue)
         self.wake()

@@ -82,7 +82,7 @@ class Worker:
         self.capacity = max(2 * config.batch, 2 * config.concurrency)
         self.buffer = Buffer()
         # Wake-up calls for the tasks this worker parks, when each comes due.
-        self.alarms = Alarms(self._heard)
+        self.alarms = Alarms(self._due)
         # Who runs the tasks, in shardq.workers and in every attempt's record.
         self.presence = Presence(self.client, queues, config.worker_name)
         # Each task keeps its own lease; the heartbeat ticks for the shortest, and
@@ -189,7 +189,7 @@ class Worker:
             if task.queue not in hinted:
                 hinted.add(task.queue)
                 if self._holds_capacity(task):
-                    self._heard(task.queue, task.bucket)
+                    self._due(task.queue, task.bucket)
 
     def _holds_capacity(self, task: Task) -> bool:
         """Whether ``task``'s queue has a running limit (``max_running``, or per group),
@@ -203,7 +203,12 @@ class Worker:
         rather than batched.  Under a limit that never binds, batching stays."""
         return self.controls.get(task.queue).awaited
 
-    def _heard(self, queue: str | None, bucket: int | None) -> None:
+    def _due(self, queue: str | None, bucket: int | None) -> None:
+        """Work this worker knows of (a slot it freed, a task it parked coming due): a
+        claimer goes to it at once, not after gathering notes."""
+        self._heard(queue, bucket, at_once=True)
+
+    def _heard(self, queue: str | None, bucket: int | None, *, at_once: bool = False) -> None:
         if queue is None or bucket is None:  # work in many buckets, or notes were missed
             for claimer in self.claimers:
                 claimer.notify(queue, bucket)
@@ -217,7 +222,7 @@ class Worker:
         order = [self.claimers[(self._turn + k) % n] for k in range(n)]
         chosen = (next((c for c in order if c.gathering), None)
                   or next((c for c in order if c.idle), order[0]))
-        chosen.notify(queue, bucket)
+        chosen.notify(queue, bucket, at_once=at_once)
 
     def _loops(self) -> list[Loop[Any]]:
         loops: list[Loop[Any]] = [self.completer, self.keeper, *self.janitors,
