@@ -7,7 +7,6 @@ buffer is locked, and another worker with idle slots cannot run it.
 
 from __future__ import annotations
 
-import queue as queue_module
 import threading
 import time
 from collections import deque
@@ -25,6 +24,13 @@ class Buffer:
     in the kernel.  The lock is there for waiting while the buffer is empty: a getter
     looks again under it before it waits, and a put notifies under it after adding,
     so no put is missed.
+
+    A put wakes one waiting getter, and a getter that woke and took a context wakes
+    the next while more wait: a chain that stops as soon as the getters still running
+    handlers, coming back for more, have taken the rest.  Waking one getter per context
+    put (hundreds of slot threads, short handlers) woke threads that mostly found the
+    buffer emptied by those coming back, and a worker's cost per task grew with its
+    thread count.
     """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
@@ -35,15 +41,25 @@ class Buffer:
         self._items: deque[tuple[float, Context]] = deque()
         self._lock = threading.Lock()
         self._ready = threading.Condition(self._lock)
+        self._waiting = 0  # getters asleep on the condition
+        self._closed = False
 
     def put_many(self, contexts: list[Context]) -> None:
-        """Add contexts at the end, in order (never blocks): one wake-up call for a
-        claimed batch, not one per task."""
+        """Add contexts at the end, in order (never blocks), and wake one waiting getter
+        (:meth:`wake`)."""
         now = self.clock()
         self._items.extend([(now, context) for context in contexts])
-        with self._lock:
-            self._ready.notify(len(contexts))
+        self.wake()
         self._tell()
+
+    def wake(self) -> None:
+        """Wake one waiting getter if contexts wait: it takes one, and wakes the next
+        while more wait (:meth:`get`).  Called after a put, and now and then by a
+        claimer, in case the getters counted on to come back for what waits stay away
+        (a handler far longer than the others)."""
+        if self._waiting and self._items:
+            with self._lock:
+                self._ready.notify()
 
     def _tell(self) -> None:
         on_put = self.on_put
@@ -54,22 +70,37 @@ class Buffer:
         """The oldest context at once; ``IndexError`` when none waits."""
         return self._items.popleft()[1]
 
-    def get(self, timeout: float) -> Context:
-        """The oldest context, waiting up to ``timeout`` s for one; ``queue.Empty`` if none came."""
-        deadline = None
-        while True:
+    def get(self) -> Context | None:
+        """The oldest context, waiting for one as long as it takes; None once
+        :meth:`close` was called.  A waiter sleeps until a put or the close: waking to
+        look again on a timeout cost hundreds of idle threads a wake-up each, ten times
+        a second."""
+        woken = False
+        while not self._closed:
             try:
-                return self._items.popleft()[1]
+                context = self._items.popleft()[1]
             except IndexError:
                 pass
-            if deadline is None:
-                deadline = time.monotonic() + timeout
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise queue_module.Empty
+            else:
+                if woken:  # pass the wake-up on while more wait
+                    self.wake()
+                return context
             with self._lock:
-                if not self._items:  # else another getter may take it first: look again
-                    self._ready.wait(left)
+                if not self._items and not self._closed:  # else look again
+                    self._waiting += 1
+                    try:
+                        self._ready.wait()
+                    finally:
+                        self._waiting -= 1
+                    woken = True
+        return None
+
+    def close(self) -> None:
+        """Wake every waiting getter and have each :meth:`get` return None from now on
+        (the contexts stay in the buffer, for :meth:`take_all`)."""
+        with self._lock:
+            self._closed = True
+            self._ready.notify_all()
 
     def take_all(self) -> list[Context]:
         """Remove and return every waiting context."""

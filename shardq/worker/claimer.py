@@ -283,6 +283,9 @@ class Claimer(Loop[Claimed]):
     def run_once(self) -> Claimed:
         """One claim on the next due target, sized to the room left in the buffer."""
         sizes = self.sizes
+        # Slots counted on to take what waits may be held up (a handler far longer than
+        # the recent ones): at each step, wake those the waiting tasks still need.
+        self.buffer.wake()
         stale = self.buffer.take_older_than(sizes.max_wait_s)
         if stale:  # the handlers are slower than the demand assumed: let others run these
             self.feeds.give_back_waiting(stale)

@@ -11,7 +11,6 @@ A suspect task runs alone in a process of its own while its slot waits for it
 
 from __future__ import annotations
 
-import queue as queue_module
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -27,7 +26,6 @@ from shardq.worker.completer import Outcome
 from shardq.worker.metrics import Metrics
 from shardq.worker.outcomes import Outcomes
 
-TAKE_TIMEOUT_S = 0.1
 # Weight of the newest handler duration in the moving average (about the last 20 runs).
 DURATION_WEIGHT = 0.05
 MIN_DURATION_S = 1e-6
@@ -97,7 +95,6 @@ class ThreadSlots(Slots):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:  # as Slots'
         super().__init__(*args, **kwargs)
-        self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._serve, args=(i,), name=f"shardq-slot-{i}",
                                           daemon=True) for i in range(self.concurrency)]
 
@@ -108,24 +105,20 @@ class ThreadSlots(Slots):
 
     def close(self) -> None:
         """Take no new tasks from the buffer."""
-        self._stop.set()
+        self.buffer.close()
 
     def join(self, grace_s: float) -> list[Context]:
         """Wait up to ``grace_s`` for running handlers; return the contexts still running."""
-        self._stop.set()
+        self.close()
         deadline = time.monotonic() + grace_s
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         return self.running()
 
     def _serve(self, me: int) -> None:
-        while not self._stop.is_set():
-            # One task at a time: a task a slot took waits for nothing but its handler,
-            # so a slow handler never holds tasks back from idle slots elsewhere.
-            try:
-                context = self.buffer.get(TAKE_TIMEOUT_S)
-            except queue_module.Empty:
-                continue
+        # One task at a time: a task a slot took waits for nothing but its handler, so a
+        # slow handler never holds tasks back from idle slots elsewhere.
+        while (context := self.buffer.get()) is not None:  # None: the buffer closed
             self.taken()
             self._now[me] = (context, time.perf_counter())
             try:
