@@ -21,6 +21,7 @@ from shardq.worker.completer import Completer, Outcome
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
 from shardq.worker.metrics import Metrics
+from tests.helpers import wait_for
 
 
 def run_until_settled(dsn: str, client: shardq.Client, app: shardq.App, queue: str,
@@ -97,6 +98,34 @@ def test_one_bad_outcome_does_not_drop_the_others(
     assert rows == {"0": "first failed", "1": "locked", "2": "last failed"}
     assert any("one by one" in r.message for r in caplog.records)
     assert any(str(bad.id) in r.message and r.levelno == logging.ERROR for r in caplog.records)
+
+
+class CountedCompleter(Completer):
+    """A completer that counts its steps."""
+
+    steps = 0
+
+    def run_once(self) -> int:
+        self.steps += 1
+        return super().run_once()
+
+
+def test_an_idle_completer_sleeps_until_an_outcome_comes(
+        client: shardq.Client, connect: psycopg.Connection[Any]) -> None:
+    first, second = claimed(client, "idle-acks", 2)
+    completer = CountedCompleter(client, Metrics(), batch=100, flush_ms=5, release=list)
+    completer.start()
+    try:
+        time.sleep(0.5)  # a hundred flush intervals with nothing to write
+        assert completer.steps <= 2
+        completer.add(Outcome(first, ok=True))  # wakes it: written within the interval
+        wait_for(lambda: connect.execute("SELECT count(*) FROM shardq.tasks").fetchone()
+                 == (1,), timeout=5, interval=0.005, what="the first ack")
+        completer.add(Outcome(second, ok=True))
+        wait_for(lambda: connect.execute("SELECT count(*) FROM shardq.tasks").fetchone()
+                 == (0,), timeout=5, interval=0.005, what="the second ack")
+    finally:
+        completer.stop()
 
 
 @pytest.mark.parametrize("in_s", [math.nan, -1, math.inf, "soon"])

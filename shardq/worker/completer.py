@@ -25,6 +25,9 @@ from shardq.worker.metrics import Metrics
 
 log = logging.getLogger("shardq.worker")
 
+IDLE_S = 1.0
+"""Longest the flusher sleeps with nothing pending (an outcome wakes it sooner)."""
+
 
 @dataclass(slots=True)  # one per task: a frozen dataclass took four times as long to make
 class Outcome:
@@ -64,6 +67,12 @@ class Completer(Loop[int]):
         # cores made one contended, and every contended acquire sleeps in the kernel).
         self._pending: deque[Outcome] = deque()
         self._writing = 0  # outcomes taken by run_once and not yet written
+        # Idle (nothing pending) the flusher sleeps until an outcome comes, rather than
+        # waking every flush interval to find nothing: 200 wake-ups a second were most
+        # of an idle worker's CPU.  The first outcome wakes it, and it then gathers for
+        # a flush interval before it writes.
+        self._idle = False
+        self._gather = False
 
     def add(self, outcome: Outcome) -> None:
         """Queue an outcome; the one that fills a batch, or an ``urgent`` one, wakes the
@@ -77,6 +86,10 @@ class Completer(Loop[int]):
         # to every task's hold on its slot.
         if len(self._pending) == self.batch or self.urgent(outcome.task):
             self.wake()
+        elif self._idle:  # the first after a quiet spell: the flusher sleeps till told
+            self._idle = False
+            self._gather = True
+            self.wake()
 
     def lag(self) -> int:
         """Outcomes waiting beyond one statement's batch.  Their tasks stay locked and
@@ -86,6 +99,9 @@ class Completer(Loop[int]):
 
     def run_once(self) -> int:
         """Write every queued outcome (acks with one statement, failures with another)."""
+        if self._gather:  # woken by the first outcome after a quiet spell: let more come
+            self._gather = False  # (a full batch or an urgent outcome ends the wait)
+            self._wake.wait(self.interval_s)
         pending, outcomes = self._pending, []
         try:
             for _ in range(len(pending)):  # what is there now; later ones wait for the next step
@@ -117,8 +133,18 @@ class Completer(Loop[int]):
         return len(outcomes)
 
     def delay_after(self, result: int) -> float:
-        """Flush again at once while outcomes keep arriving in full batches."""
-        return 0 if len(self._pending) >= self.batch else self.interval_s
+        """Flush again at once while outcomes keep arriving in full batches, after the
+        flush interval while some wait, and not before the next outcome when none does
+        (:data:`IDLE_S` at most)."""
+        if len(self._pending) >= self.batch:
+            return 0
+        if self._pending:
+            return self.interval_s
+        self._idle = True
+        if self._pending:  # one came as the flag was set, and saw it unset: no sleep
+            self._idle = False
+            return self.interval_s
+        return IDLE_S
 
     def _write(self, acks: list[Outcome], fails: list[Outcome], parks: list[Outcome]) -> None:
         if parks:
