@@ -323,6 +323,9 @@ def test_schedule_gathers_hints_for_coalesce_s_then_hands_out_a_queues_together(
     schedule = Schedule([("q", b) for b in range(4)] + [("r", 0)], offset=0, poll_max_s=1.0,
                         listening=True, coalesce_s=0.002, clock=clock)
     all_cooling(schedule)
+    schedule.hint("q", 0)  # after a quiet spell: claimed at once, nothing gathered
+    assert schedule.targets[schedule.pick()[0]] == ("q", 0)
+    clock.now += 0.005  # notes that follow one another: gathered
     schedule.hint("q", 1)
     clock.now += 0.001
     schedule.hint("r", 0)

@@ -22,8 +22,9 @@ missed notes and for scheduled tasks coming due.  When it does not, the cool-dow
 starts short and doubles on each empty visit.  When every target is cooling down the
 claimer sleeps until the first is due again, or until it is woken.
 
-Notifications are coalesced.  A claimer given a hint waits ``coalesce_s`` from the
-first for more (the worker hands further notes to the claimer gathering them), then
+Notifications are coalesced.  A claimer given a hint within a few ``coalesce_s`` of
+the one before (notes that follow one another) waits ``coalesce_s`` from the first for
+more (the worker hands further notes to the claimer gathering them), then
 claims every hinted bucket of that queue in one statement (``claim_buckets``): at a
 moderate rate tasks arrive in ones, each in a bucket of its own, and a claim per task
 was most of a worker's and the server's work.  The wait is added to the pickup of the
@@ -65,6 +66,9 @@ from shardq.worker.metrics import Metrics
 log = logging.getLogger("shardq.worker")
 
 FIRST_COOLDOWN_S = 0.01
+QUIET_HINTS = 5
+"""A hint that comes more than this many ``coalesce_s`` after the one before is claimed
+at once, not gathered with those that may follow."""
 FULL_BUFFER_WAIT_S = 0.05
 
 
@@ -99,6 +103,7 @@ class Schedule:
         self._cooldown = [0.0] * n
         self._hints: list[int] = []
         self._hinted_at = 0.0  # when the first of the pending hints came
+        self._last_hint_at = float("-inf")  # when the latest hint came
         self._index = {target: i for i, target in enumerate(self.targets)}
 
     def pick(self) -> tuple[int, float]:
@@ -182,9 +187,14 @@ class Schedule:
         """New work in one bucket: claim from (``queue``, ``bucket``) next; ``at_once``
         without waiting ``coalesce_s`` for more (with the hints already gathered)."""
         index = self._index.get((queue, bucket))
+        now = self.clock()
+        # A note after a quiet spell is claimed at once: gathering pays only when notes
+        # follow one another (an idle queue's task would wait coalesce_s for nothing).
+        alone = now - self._last_hint_at > QUIET_HINTS * self.coalesce_s
+        self._last_hint_at = now
         if index is not None and index not in self._hints:
             if not self._hints:
-                self._hinted_at = self.clock()
+                self._hinted_at = float("-inf") if alone else now
             self._hints.append(index)
         if at_once:
             self._hinted_at = float("-inf")
