@@ -151,12 +151,17 @@ def test_claim_locks_and_moves_the_row(client: Client, connect: psycopg.Connecti
     assert client.claim("q") == []  # nothing else eligible
 
 
+def per_bucket(client: Client, n: int) -> dict[int, int]:
+    """Enqueue ``n`` tasks on queue q; how many went to each bucket."""
+    counts: dict[int, int] = {}
+    for task_id in client.enqueue_many("q", [{} for _ in range(n)]):
+        bucket = bucket_of(task_id, client.bucket_count)
+        counts[bucket] = counts.get(bucket, 0) + 1
+    return counts
+
+
 def test_claim_limit_and_bucket(client: Client) -> None:
-    ids = client.enqueue_many("q", [{} for _ in range(200)])
-    by_bucket: dict[int, int] = {}
-    for i in ids:
-        b = bucket_of(i, client.bucket_count)
-        by_bucket[b] = by_bucket.get(b, 0) + 1
+    by_bucket = per_bucket(client, 200)
     bucket, size = max(by_bucket.items(), key=lambda kv: kv[1])
     first = client.claim_bucket("q", bucket, limit=size - 1)
     assert len(first) == size - 1
@@ -167,11 +172,7 @@ def test_claim_limit_and_bucket(client: Client) -> None:
 
 
 def test_claim_buckets_reads_the_listed_buckets_in_their_order(client: Client) -> None:
-    ids = client.enqueue_many("q", [{} for _ in range(200)])
-    by_bucket: dict[int, int] = {}
-    for i in ids:
-        b = bucket_of(i, client.bucket_count)
-        by_bucket[b] = by_bucket.get(b, 0) + 1
+    by_bucket = per_bucket(client, 200)
     (first, n_first), (second, n_second) = sorted(by_bucket.items(), key=lambda kv: -kv[1])[:2]
     # The limit reaches one task past the first bucket listed: it comes from the second.
     took = client.claim_buckets("q", [first, second], limit=n_first + 1)

@@ -140,23 +140,35 @@ def test_a_pause_that_ended_holds_up_no_claim(big: psycopg.Connection[Any],
                                               generic: bool) -> None:
     """A pause whose paused_until passed: still one check per statement, and the claim
     reads its range as for a queue never paused."""
-    text, names = numbered(composed(big, "claim"))
-    statement = f"claim_ended_{int(generic)}"  # PREPARE outlives a rollback: unique names
-    with big.transaction(force_rollback=True):
-        big.execute("INSERT INTO shardq.queues (name, paused_at, paused_until) "
-                    "VALUES (%s, now() - interval '1 hour', now() - interval '1 s')", (QUEUE,))
-        if generic:
-            big.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-        big.execute(f"PREPARE {statement} AS " + text)
-        args = ", ".join(psycopg.sql.Literal(PARAMS[n]).as_string(big) for n in names)
-        row = big.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
-                          f"EXECUTE {statement}({args})").fetchone()
-    big.execute(f"DEALLOCATE {statement}")
-    assert row is not None
-    plan = list(nodes(row[0][0]["Plan"]))
+    plan = explain_prepared(big, composed(big, "claim"), PARAMS, f"claim_ended_{int(generic)}",
+                            generic=generic,
+                            setup=("INSERT INTO shardq.queues (name, paused_at, paused_until) "
+                                   "VALUES (%s, now() - interval '1 hour', now() - interval '1 s')",
+                                   (QUEUE,)))
     assert_pause_checked_once(plan)
     assert_bounded_range_scan(plan, "tasks_pkey", LIMIT)
     assert plan[0]["Actual Rows"] == LIMIT
+
+
+def explain_prepared(conn: psycopg.Connection[Any], text: str, params: dict[str, Any],
+                     statement: str, *, generic: bool,
+                     setup: tuple[str, tuple[Any, ...]] | None = None) -> list[dict[str, Any]]:
+    """EXPLAIN ANALYZE of ``text`` PREPAREd as ``statement`` (unique: a PREPARE outlives
+    a rollback) and executed with ``params``, after ``setup``, in a transaction rolled
+    back; ``generic`` forces the generic plan.  The plan's nodes."""
+    numbered_text, names = numbered(text)
+    with conn.transaction(force_rollback=True):
+        if setup is not None:
+            conn.execute(*setup)
+        if generic:
+            conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        conn.execute(f"PREPARE {statement} AS " + numbered_text)
+        args = ", ".join(psycopg.sql.Literal(params[n]).as_string(conn) for n in names)
+        row = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
+                           f"EXECUTE {statement}({args})").fetchone()
+    conn.execute(f"DEALLOCATE {statement}")
+    assert row is not None
+    return list(nodes(row[0][0]["Plan"]))
 
 
 def test_claim_generic_plan(big: psycopg.Connection[Any]) -> None:
@@ -517,19 +529,8 @@ def test_a_claim_of_several_buckets_reads_one_bounded_range_of_each(
     """The buckets listed are read one after the other, each one index range of
     tasks_pkey in exec_time order; the first listed holds more than the limit, so the
     claim stops inside it and never reads the others."""
-    text, names = numbered(composed_listed(big))
-    statement = f"claim_listed_{int(generic)}"
-    params = {**PARAMS, "buckets": [3, 5, 9]}
-    with big.transaction(force_rollback=True):
-        if generic:
-            big.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-        big.execute(f"PREPARE {statement} AS " + text)
-        args = ", ".join(psycopg.sql.Literal(params[n]).as_string(big) for n in names)
-        row = big.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
-                          f"EXECUTE {statement}({args})").fetchone()
-    big.execute(f"DEALLOCATE {statement}")
-    assert row is not None
-    plan = list(nodes(row[0][0]["Plan"]))
+    plan = explain_prepared(big, composed_listed(big), {**PARAMS, "buckets": [3, 5, 9]},
+                            f"claim_listed_{int(generic)}", generic=generic)
     assert_pause_checked_once(plan)
     assert_bounded_range_scan(plan, "tasks_pkey", LIMIT)
     scan = next(n for n in plan if n.get("Index Name") == "tasks_pkey")
