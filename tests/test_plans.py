@@ -379,18 +379,8 @@ def test_dashboard_lists_read_a_bounded_range_per_bucket(big: psycopg.Connection
 @pytest.mark.parametrize("generic", [False, True])
 def test_queue_purge_reads_one_bounded_range(big: psycopg.Connection[Any],
                                              generic: bool) -> None:
-    text, names = numbered(composed(big, "queue_purge"))
-    statement = f"purge_{int(generic)}"
-    with big.transaction(force_rollback=True):
-        if generic:
-            big.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-        big.execute(f"PREPARE {statement} AS " + text)
-        args = ", ".join(psycopg.sql.Literal(PARAMS[n]).as_string(big) for n in names)
-        row = big.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
-                          f"EXECUTE {statement}({args})").fetchone()
-    big.execute(f"DEALLOCATE {statement}")
-    assert row is not None
-    plan = list(nodes(row[0][0]["Plan"]))
+    plan = explain_prepared(big, composed(big, "queue_purge"), PARAMS,
+                            f"purge_{int(generic)}", generic=generic)
     kinds = [n["Node Type"] for n in plan]
     assert "Seq Scan" not in kinds, kinds
     assert "Sort" not in kinds, kinds
