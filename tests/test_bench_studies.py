@@ -53,6 +53,7 @@ SPARK = {"spark insert", "spark stream"}
 
 
 @pytest.mark.slow  # 24 processes, some with Spark: the benchmark harness's own pass
+@pytest.mark.timeout(1000)  # past the suite's own 900 s (its held-depth and rate runs)
 @pytest.mark.parametrize("study", sorted(STUDIES))
 def test_the_quick_run_writes_its_stamped_report(study: str, server_url: str,
                                                  tmp_path: Path) -> None:
