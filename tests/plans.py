@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 LIMIT = 100
 QUEUE = "bulk"
@@ -43,6 +44,29 @@ def explain(conn: psycopg.Connection[Any], sql_text: str,
     with conn.transaction(force_rollback=True):
         row = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql_text,
                            params).fetchone()
+    assert row is not None
+    doc = row[0] if not isinstance(row[0], str) else json.loads(row[0])
+    return list(nodes(doc[0]["Plan"]))
+
+
+def explain_prepared(conn: psycopg.Connection[Any], text: str, params: dict[str, Any],
+                     statement: str, *, generic: bool,
+                     setup: tuple[str, tuple[Any, ...]] | None = None) -> list[dict[str, Any]]:
+    """EXPLAIN ANALYZE of ``text`` PREPAREd as ``statement`` (unique: a PREPARE outlives
+    a rollback) and executed with ``params``, after ``setup``, in a transaction rolled
+    back; ``generic`` forces the generic plan.  The plan's nodes."""
+    numbered_text, names = numbered(text)
+    name = sql.Identifier(statement)
+    with conn.transaction(force_rollback=True):
+        if setup is not None:
+            conn.execute(*setup)
+        if generic:
+            conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        conn.execute(sql.SQL("PREPARE {} AS {}").format(name, sql.SQL(numbered_text)))
+        args = sql.SQL(", ").join(sql.Literal(params[n]) for n in names)
+        row = conn.execute(sql.SQL("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE {}({})")
+                           .format(name, args)).fetchone()
+    conn.execute(sql.SQL("DEALLOCATE {}").format(name))
     assert row is not None
     doc = row[0] if not isinstance(row[0], str) else json.loads(row[0])
     return list(nodes(doc[0]["Plan"]))

@@ -17,7 +17,7 @@ import pytest
 
 from shardq.core import sqlfiles
 from shardq.ops.claims import LISTED
-from tests.plans import LIMIT, PARAMS, QUEUE, explain, nodes, numbered
+from tests.plans import LIMIT, PARAMS, QUEUE, explain, explain_prepared, nodes, numbered
 
 pytestmark = pytest.mark.server
 
@@ -148,27 +148,6 @@ def test_a_pause_that_ended_holds_up_no_claim(big: psycopg.Connection[Any],
     assert_pause_checked_once(plan)
     assert_bounded_range_scan(plan, "tasks_pkey", LIMIT)
     assert plan[0]["Actual Rows"] == LIMIT
-
-
-def explain_prepared(conn: psycopg.Connection[Any], text: str, params: dict[str, Any],
-                     statement: str, *, generic: bool,
-                     setup: tuple[str, tuple[Any, ...]] | None = None) -> list[dict[str, Any]]:
-    """EXPLAIN ANALYZE of ``text`` PREPAREd as ``statement`` (unique: a PREPARE outlives
-    a rollback) and executed with ``params``, after ``setup``, in a transaction rolled
-    back; ``generic`` forces the generic plan.  The plan's nodes."""
-    numbered_text, names = numbered(text)
-    with conn.transaction(force_rollback=True):
-        if setup is not None:
-            conn.execute(*setup)
-        if generic:
-            conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-        conn.execute(f"PREPARE {statement} AS " + numbered_text)
-        args = ", ".join(psycopg.sql.Literal(params[n]).as_string(conn) for n in names)
-        row = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
-                           f"EXECUTE {statement}({args})").fetchone()
-    conn.execute(f"DEALLOCATE {statement}")
-    assert row is not None
-    return list(nodes(row[0][0]["Plan"]))
 
 
 def test_claim_generic_plan(big: psycopg.Connection[Any]) -> None:
@@ -399,23 +378,13 @@ def test_dead_redrive_reads_a_bounded_range_per_bucket(big: psycopg.Connection[A
                                                        found: int) -> None:
     """The dead tasks a redrive (or its dry run) finds: the queue's dead range of each
     bucket in turn, both time bounds in the index condition, stopping at the limit."""
-    text, names = numbered(composed(big, "dead_match"))
-    statement = f"dead_match_{int(generic)}_{found}"
     now = big.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
     newer = bounds["newer_than_s"]
     params = {**PARAMS, "error": None, "bucket_count": 16,
               "before": now - timedelta(seconds=bounds["older_than_s"]),
               "after": None if newer is None else now - timedelta(seconds=newer)}
-    with big.transaction(force_rollback=True):
-        if generic:
-            big.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-        big.execute(f"PREPARE {statement} AS " + text)
-        args = ", ".join(psycopg.sql.Literal(params[n]).as_string(big) for n in names)
-        row = big.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
-                          f"EXECUTE {statement}({args})").fetchone()
-    big.execute(f"DEALLOCATE {statement}")
-    assert row is not None
-    plan = list(nodes(row[0][0]["Plan"]))
+    plan = explain_prepared(big, composed(big, "dead_match"), params,
+                            f"dead_match_{int(generic)}_{found}", generic=generic)
     kinds = [n["Node Type"] for n in plan]
     assert "Seq Scan" not in kinds, kinds
     # The primary key's range of one bucket's dead tasks in the time range: read in index
@@ -457,19 +426,8 @@ def test_a_result_lookup_probes_one_index_per_table(kept: psycopg.Connection[Any
                       "WHERE expires_at > now() + interval '1 day' LIMIT 1",
             "task": "SELECT id FROM shardq.tasks LIMIT 1"}[which]
     [(task_id,)] = kept.execute(find).fetchall()
-    text, names = numbered(composed(kept, "result", None))
-    statement = f"result_{which}_{int(generic)}"
-    params = {**PARAMS, "id": task_id}
-    with kept.transaction(force_rollback=True):
-        if generic:
-            kept.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-        kept.execute(f"PREPARE {statement} AS " + text)
-        args = ", ".join(psycopg.sql.Literal(params[n]).as_string(kept) for n in names)
-        row = kept.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
-                           f"EXECUTE {statement}({args})").fetchone()
-    kept.execute(f"DEALLOCATE {statement}")
-    assert row is not None
-    plan = list(nodes(row[0][0]["Plan"]))
+    plan = explain_prepared(kept, composed(kept, "result", None), {**PARAMS, "id": task_id},
+                            f"result_{which}_{int(generic)}", generic=generic)
     scans = [n for n in plan if n.get("Relation Name") in ("results", "tasks")]
     assert {(n["Relation Name"], n["Node Type"], n.get("Index Name")) for n in scans} <= {
         ("results", "Index Scan", "results_pkey"), ("tasks", "Index Scan", "tasks_ids")}
