@@ -59,15 +59,9 @@ def claim_buckets(st: Statements, queue: str, buckets: Sequence[int], *, limit: 
     validate.queue_name(queue)
     listed = validate.buckets(buckets, st.bucket_count)
     validate.claim(None, st.bucket_count, limit, lease_s)
-    holder = validate.worker_id(worker_id)
-    lease = lease_s if lease_s is not None else st.config.lease_s
-    token = uuid4()  # one for the claim: a retry finds what a lost reply took by it
-    params = st.params(queue=queue, buckets=listed, lease_s=lease, token=token,
-                       worker_id=holder)
-    rows = task_rows(queue, token)
-    take = Fetch(st.query("claim_buckets", limit, fragments=LISTED), params, rows)
-    recover = Fetch(st.query("claim_recover_any"), params, rows)
-    return Plan(attempt_claim(take, recover))
+    return Plan(_plain(st, queue, st.query("claim_buckets", limit, fragments=LISTED),
+                       "claim_recover_any", lease_s, validate.worker_id(worker_id),
+                       buckets=listed))
 
 
 def claim(st: Statements, queue: str, start: int, *, limit: int,
@@ -98,16 +92,21 @@ def claim(st: Statements, queue: str, start: int, *, limit: int,
 def _claimer(st: Statements, queue: str, bucket: int, limit: int,
              lease_s: float | None, worker_id: UUID | None) -> Callable[[], Steps[list[Task]]]:
     """The steps of one bucket's claim, run afresh on each attempt."""
+    return _plain(st, queue, st.query("claim", limit), "claim_recover", lease_s, worker_id,
+                  bucket=bucket)
+
+
+def _plain(st: Statements, queue: str, take: bytes, recover: str, lease_s: float | None,
+           worker_id: UUID | None, **where: Any) -> Callable[[], Steps[list[Task]]]:
+    """The steps of a plain claim statement ``take`` of the buckets ``where`` names,
+    recovered by the query ``recover`` when retried."""
     lease = lease_s if lease_s is not None else st.config.lease_s
     # One lease token for the whole claim, made here: a claim whose reply was lost
-    # after the server committed finds what it took by it (claim_recover).
+    # after the server committed finds what it took by it.
     token = uuid4()
-    params = st.params(queue=queue, bucket=bucket, lease_s=lease, token=token,
-                       worker_id=worker_id)
+    params = st.params(queue=queue, lease_s=lease, token=token, worker_id=worker_id, **where)
     rows = task_rows(queue, token)
-    take = Fetch(st.query("claim", limit), params, rows)
-    recover = Fetch(st.query("claim_recover"), params, rows)
-    return attempt_claim(take, recover)
+    return attempt_claim(Fetch(take, params, rows), Fetch(st.query(recover), params, rows))
 
 
 def attempt_claim(take: Fetch, recover: Fetch, raced: Callable[[], object] = lambda: None

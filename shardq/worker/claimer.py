@@ -58,6 +58,7 @@ from shardq.core import tracing
 from shardq.core.loop import Loop
 from shardq.core.task import Task
 from shardq.handler import Context
+from shardq.ops.flow import Control
 from shardq.worker.buffer import Buffer
 from shardq.worker.controls import Controls
 from shardq.worker.leases import LeaseKeeper
@@ -326,8 +327,9 @@ class Claimer(Loop[Claimed]):
         began = time.time_ns() if tracer is not None else 0
         sent = self.keeper.monotonic()  # the leases begin no earlier than this
         try:
-            if self.controls.get(queue).controlled:
-                tasks, rate_wait_s = self._claim_turn(queue, bucket, limit, lease_s)
+            control = self.controls.get(queue)
+            if control.controlled:
+                tasks, rate_wait_s = self._claim_turn(queue, bucket, control, limit, lease_s)
                 with self._reset_lock:
                     self.schedule.record(index, len(tasks), rate_wait_s)
             else:
@@ -368,11 +370,10 @@ class Claimer(Loop[Claimed]):
                                         drained=len(tasks) < limit)
         return tasks
 
-    def _claim_turn(self, queue: str, bucket: int, limit: int,
+    def _claim_turn(self, queue: str, bucket: int, control: Control, limit: int,
                     lease_s: float) -> tuple[list[Task], float | None]:
-        """One turn of flow-controlled ``queue`` at ``bucket`` under its limits; with how
-        long a rate asks to wait (None: no rate bound)."""
-        control = self.controls.get(queue)
+        """One turn of flow-controlled ``queue`` at ``bucket`` under its ``control``; with
+        how long a rate asks to wait (None: no rate bound)."""
         turn = self.client.claim_turn(queue, bucket, after=self._after.get(queue),
                                       control=control, limit=limit, lease_s=lease_s,
                                       worker_id=self.feeds.worker_id)
