@@ -331,13 +331,18 @@ class RunnerError(RuntimeError):
     """A runner process failed."""
 
 
-def spawn(spec: dict[str, Any]) -> subprocess.Popen[str]:
-    """Start a runner process for ``spec`` (see :mod:`bench.suite.runner`)."""
+def spawn(spec: dict[str, Any], tree: Path | None = None) -> subprocess.Popen[str]:
+    """Start a runner process for ``spec`` (see :mod:`bench.suite.runner`); with ``tree``
+    (an export of an earlier tree's ``shardq`` and ``sql``, not its ``bench``), that
+    tree's shardq is imported (the runner's directory comes first on the path) beside
+    this tree's harness."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("SHARDQ_DSN", None)
+    if tree is not None:
+        env["PYTHONPATH"] = str(ROOT)
     return subprocess.Popen(
-        [sys.executable, "-m", "bench.suite.runner", json.dumps(spec)], cwd=ROOT, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [sys.executable, "-m", "bench.suite.runner", json.dumps(spec)], cwd=tree or ROOT,
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def wait_ready(proc: subprocess.Popen[str], timeout: float = 120.0) -> None:
@@ -368,9 +373,10 @@ def finish(proc: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
     raise RunnerError(f"runner failed (exit {proc.returncode}): {err[-3000:]}")
 
 
-def call(spec: dict[str, Any], timeout: float = 3600.0) -> dict[str, Any]:
-    """Run one runner to completion and return its RESULT."""
-    return finish(spawn(spec), timeout)
+def call(spec: dict[str, Any], timeout: float = 3600.0, tree: Path | None = None
+         ) -> dict[str, Any]:
+    """Run one runner to completion and return its RESULT (``tree``: see :func:`spawn`)."""
+    return finish(spawn(spec, tree), timeout)
 
 
 @contextmanager

@@ -116,3 +116,20 @@ def test_a_client_must_be_opened_first_and_closes_twice_quietly(dsn: str) -> Non
         await aclient.close()
 
     asyncio.run(scenario())
+
+
+def test_a_call_validates_after_its_first_suspension_and_its_await_raises(dsn: str) -> None:
+    """A call's arguments are checked once it is awaited and has passed the turnstile
+    (:mod:`shardq.core.turnstile`), so a burst of calls never checks all at once in one
+    turn of the loop: making the coroutine raises nothing, awaiting it does."""
+    async def scenario() -> list[Any]:
+        async with shardq.AsyncClient(dsn) as aclient:
+            refused = aclient.enqueue("no spaces allowed", {"n": 1})  # not raised here
+            with pytest.raises(shardq.InvalidTask, match="queue"):
+                await refused
+            burst = [aclient.enqueue("aturn", {"n": n}) for n in range(3 * 16 + 1)]
+            burst.append(aclient.enqueue_many("aturn", [{"n": n} for n in range(49, 1049)]))
+            await asyncio.gather(*burst)
+        return rows(dsn, "aturn")
+
+    assert len(asyncio.run(scenario())) == 1049

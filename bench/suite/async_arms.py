@@ -11,7 +11,8 @@ Each arm enqueues through one client with a pool of ``POOL`` connections:
   (what so many coroutines cost the loop by themselves).
 
 ``kind`` is ``single`` (each caller enqueues one task per call), ``batched`` (one batch
-per call) or ``stall`` (``in_flight`` single enqueues started at once).  A ticker
+per call) or ``stall`` (``in_flight`` single enqueues and one batch of ``stall_batch``
+started at once).  A ticker
 coroutine sleeps ``TICK_S`` over and over on the same loop and notes how late it wakes:
 the loop's stalls as any other request on it would feel them.
 """
@@ -40,7 +41,8 @@ from bench.suite.sys_pgqueuer import connect_kwargs
 
 IDLE_S = 0.0005  # the idle arm's "enqueue": about one round trip, doing nothing
 WARM_ROUNDS = 40  # at most, until the pool holds POOL connections
-ARMS = ("shardq-async", "pgqueuer", "shardq-sync", "shardq-blocking", "idle")
+ARMS = ("shardq-async", "shardq-async-base", "pgqueuer", "shardq-sync", "shardq-blocking",
+        "idle")
 
 
 @dataclass
@@ -144,7 +146,7 @@ async def _idle(url: str) -> AsyncIterator[Enqueuer]:
     yield Enqueuer(one, many, lambda: POOL)
 
 
-OPEN = {"shardq-async": _shardq_async, "pgqueuer": _pgqueuer,
+OPEN = {"shardq-async": _shardq_async, "shardq-async-base": _shardq_async, "pgqueuer": _pgqueuer,
         "shardq-blocking": _shardq_blocking, "idle": _idle}
 
 
@@ -163,8 +165,10 @@ async def _measure(spec: dict[str, Any]) -> dict[str, Any]:
     async with OPEN[spec["arm"]](spec["url"]) as enq:
         await _warm(enq, callers)
         if kind == "stall":
-            work = [enq.one(n) for n in range(int(spec["in_flight"]))]
-            tasks = len(work)
+            in_flight, size = int(spec["in_flight"]), int(spec["stall_batch"])
+            work = [enq.one(n) for n in range(in_flight)]
+            work.append(enq.many(in_flight, size))
+            tasks = in_flight + size
         else:
             async def caller(c: int) -> None:
                 for j in range(calls):

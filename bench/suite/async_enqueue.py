@@ -4,16 +4,20 @@ Throughput: ``async_callers`` concurrent coroutines enqueue single tasks, then b
 through :class:`shardq.AsyncClient`, through PGQueuer's ``Queries.enqueue`` on an asyncpg
 pool, and through the blocking :class:`shardq.Client` from as many threads; every client
 has a pool of :data:`POOL` connections (the arms: :mod:`bench.suite.async_arms`).  Stall:
-``async_in_flight`` single enqueues started at once while a ticker coroutine on the same
-loop notes how late it wakes; the blocking Client called from coroutines and a burst of
+``async_in_flight`` single enqueues and one batch of ``async_stall_batch`` started at once
+while a ticker coroutine on the same loop notes how late it wakes; the blocking Client
+called from coroutines and a burst of
 coroutines that only sleep (no enqueue) are the reference points.  Each run is its own
 process and database on one server; within a repetition the arms alternate in a
-rotating order.
+rotating order.  With ``async_base`` (``--async-base DIR``: an export of an earlier
+tree's ``shardq`` package and its SQL, ``git archive REV shardq sql | tar -x -C DIR``),
+that tree's AsyncClient is one more arm of every measurement, side by side.
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 from bench import harness
@@ -30,7 +34,8 @@ STALL_ARMS = ("shardq-async", "pgqueuer", "shardq-blocking", "idle")
 LABEL = {"shardq-async": "shardq AsyncClient", "pgqueuer": "PGQueuer (asyncpg pool)",
          "shardq-sync": "shardq Client, threads",
          "shardq-blocking": "shardq Client called in coroutines (blocks the loop)",
-         "idle": "no enqueue: the coroutines only sleep"}
+         "idle": "no enqueue: the coroutines only sleep",
+         "shardq-async-base": "shardq AsyncClient of the base tree (--async-base)"}
 STALL_GOAL_MS = 10.0
 BATCHED_GOAL = 1.5
 
@@ -42,9 +47,10 @@ def _rotated(arms: tuple[str, ...], rep: int) -> list[str]:
 
 def _runs(settings: Settings) -> list[tuple[str, int, tuple[str, ...]]]:
     """(kind, batch, arms) of each measurement of a repetition."""
-    return [("single", 1, THROUGHPUT_ARMS),
-            *(("batched", b, THROUGHPUT_ARMS) for b in settings.async_batches),
-            ("stall", 1, STALL_ARMS)]
+    base = ("shardq-async-base",) if settings.async_base else ()
+    return [("single", 1, THROUGHPUT_ARMS + base),
+            *(("batched", b, THROUGHPUT_ARMS + base) for b in settings.async_batches),
+            ("stall", 1, STALL_ARMS + base)]
 
 
 def _measure(dbs: Any, arm: str, kind: str, batch: int, settings: Settings) -> Record:
@@ -52,10 +58,12 @@ def _measure(dbs: Any, arm: str, kind: str, batch: int, settings: Settings) -> R
                                                    else "shardq")
     callers = settings.async_callers
     tasks = settings.async_batched_tasks if kind == "batched" else settings.async_single_tasks
+    tree = Path(settings.async_base).resolve() if arm == "shardq-async-base" else None
     out = harness.call({"system": "shardq", "mode": "async", "arm": arm, "kind": kind,
                         "url": url, "callers": callers, "batch": batch,
                         "calls": max(1, tasks // (callers * batch)),
-                        "in_flight": settings.async_in_flight}, timeout=600)
+                        "in_flight": settings.async_in_flight,
+                        "stall_batch": settings.async_stall_batch}, timeout=600, tree=tree)
     return {**out, "rate": out["tasks"] / out["seconds"],
             "cpu_ms_per_1k": out["cpu_s"] * 1000.0 / out["tasks"] * 1000.0}
 
@@ -90,9 +98,9 @@ def _throughput_rows(records: list[Record], settings: Settings) -> list[list[obj
     return rows
 
 
-def _stall_rows(records: list[Record]) -> list[list[object]]:
+def _stall_rows(records: list[Record], settings: Settings) -> list[list[object]]:
     rows: list[list[object]] = []
-    for arm in STALL_ARMS:
+    for arm in _runs(settings)[-1][2]:
         rs = select(records, SCENARIO, kind="stall", arm=arm)
         if rs:
             rows.append([LABEL[arm], med(rs, "lag_max_ms"),
@@ -115,8 +123,9 @@ def targets(records: list[Record], settings: Settings) -> list[list[object]]:
 
     return [[f"async batched enqueue (batches of {batch}) ≥ {BATCHED_GOAL}x PGQueuer's",
              fmt_ratio(ratio), verdict(ratio >= BATCHED_GOAL, ratio)],
-            [f"largest loop stall with {settings.async_in_flight:,} enqueues in flight "
-             f"≤ {STALL_GOAL_MS:g} ms", f"{stall:.1f} ms", verdict(stall <= STALL_GOAL_MS, stall)]]
+            [f"largest loop stall with {settings.async_in_flight:,} enqueues and a batch of "
+             f"{settings.async_stall_batch:,} in flight ≤ {STALL_GOAL_MS:g} ms",
+             f"{stall:.1f} ms", verdict(stall <= STALL_GOAL_MS, stall)]]
 
 
 def section(records: list[Record], settings: Settings) -> list[str]:
@@ -124,7 +133,8 @@ def section(records: list[Record], settings: Settings) -> list[str]:
     if not select(records, SCENARIO):
         return []
     reps = len({r["rep"] for r in select(records, SCENARIO)})
-    command = f"python -m bench --scenarios async --resume --reps {reps}"
+    base = f" --async-base {settings.async_base}" if settings.async_base else ""
+    command = f"python -m bench --scenarios async --resume --reps {reps}{base}"
     return ["## 9. Async enqueue and the event loop", "",
             f"{settings.async_callers} concurrent coroutines (threads for the blocking Client) "
             f"enqueue {settings.async_single_tasks:,} single tasks, or "
@@ -137,12 +147,13 @@ def section(records: list[Record], settings: Settings) -> list[str]:
             markdown_table(["enqueue", "client", "median tasks/s", "AsyncClient ÷ it",
                             "client CPU ms / 1k tasks", "loop lag max ms"],
                            _throughput_rows(records, settings)), "",
-            f"Stall: {settings.async_in_flight:,} single enqueues started at once (all but "
-            f"{POOL} wait for a connection), the ticker running; median over "
+            f"Stall: {settings.async_in_flight:,} single enqueues and one `enqueue_many` of "
+            f"{settings.async_stall_batch:,} started at once (all but {POOL} wait for a "
+            "connection), the ticker running; median over "
             "repetitions of each run's largest and 99th-percentile lag. The last row is the "
             "same burst of coroutines with no database at all: what starting that many "
             "costs the loop by itself.", "",
             markdown_table(["client", "lag max ms (median)", "lag max ms (worst)",
-                            "lag p99 ms", "burst wall ms"], _stall_rows(records)), "",
+                            "lag p99 ms", "burst wall ms"], _stall_rows(records, settings)), "",
             "Goals:", "",
             markdown_table(["goal", "measured", ""], targets(records, settings)), ""]

@@ -4,7 +4,7 @@
         [--scenarios enqueue,drain,pickup,backlog,ablation,cost,fleet,processes,async,start,
                      limit,slots,flow,chords,durable,depth,rate]
         [--reps 3] [--drain 50000] [--churn-s 600] [--churn-rate 200] [--with-5m]
-        [--slots-base DIR] [--fixed-rate 500] [--rate-s 20] [--depth-window-s 10]
+        [--slots-base DIR] [--async-base DIR] [--fixed-rate 500] [--rate-s 20] [--depth-window-s 10]
         [--resume | --report-only] [--dsn URL] [--out DIR]
 
 ``--quick`` runs every scenario small (two to three minutes on a busy 2-core box,
@@ -97,6 +97,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Settings]:
                    help="depth: seconds measured per run (default 10)")
     p.add_argument("--slots-base", type=Path,
                    help="slots: an exported earlier tree whose worker runs side by side")
+    p.add_argument("--async-base", type=Path,
+                   help="async: an exported earlier tree's shardq package, side by side")
     p.add_argument("--report-only", action="store_true",
                    help="run nothing: re-render the report and plots from the results file")
     p.add_argument("--resume", action="store_true",
@@ -115,6 +117,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Settings]:
     settings.with_big = args.with_5m
     if args.slots_base is not None:
         settings.slots_base = str(args.slots_base)
+    if args.async_base is not None:
+        settings.async_base = str(args.async_base)
     chosen = tuple(s.strip() for s in args.scenarios.split(",") if s.strip())
     unknown = set(chosen) - set(SCENARIOS)
     if unknown or not chosen or settings.reps < 1:

@@ -100,6 +100,8 @@ class Settings:
     async_batches: tuple[int, ...] = (100, 1_000)
     async_batched_tasks: int = 100_000
     async_in_flight: int = 1_000
+    async_stall_batch: int = 10_000  # one enqueue_many beside the in-flight single enqueues
+    async_base: str = ""  # an exported earlier tree's shardq, run side by side (--async-base)
     start_tasks: int = 200_000  # the from-process-start drain's backlog
     start_quiet_wait_s: float = 240.0  # longest wait for a quiet machine before each run
     limit_tasks: int = 50_000  # drain ÷ ceiling, and the claim + ack candidates

@@ -10,6 +10,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from shardq.core.plan import Plan
+from shardq.core.turnstile import Turnstile
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -24,7 +25,22 @@ class SyncRunner(ABC):
 
 
 class AsyncRunner(ABC):
-    """Runs plans as coroutines (the asyncio client)."""
+    """Runs plans as coroutines (the asyncio client).
+
+    A call passes its runner's :attr:`turnstile` before it makes its plan: its
+    arguments are validated after its first suspension, and a burst of calls started
+    at once does that work a few calls per turn of the event loop
+    (:mod:`shardq.core.turnstile`); an invalid argument is raised by the awaited call.
+    """
+
+    _turnstile: Turnstile | None = None
+
+    @property
+    def turnstile(self) -> Turnstile:
+        """The turnstile this runner's calls pass, made on first use."""
+        if self._turnstile is None:
+            self._turnstile = Turnstile()
+        return self._turnstile
 
     @abstractmethod
     async def perform(self, plan: Plan[T]) -> T:
@@ -60,10 +76,22 @@ class operation(Generic[P, T]):
         if obj is None:
             return self
         make, perform = self.make, obj.perform
+        method: Callable[..., Any]
+        if isinstance(obj, AsyncRunner):
+            enter = obj.turnstile.enter
 
-        @functools.wraps(make)
-        def method(*args: P.args, **kwargs: P.kwargs) -> Any:
-            return perform(make(obj, *args, **kwargs))
+            @functools.wraps(make)
+            async def call(*args: P.args, **kwargs: P.kwargs) -> Any:
+                await enter()
+                return await perform(make(obj, *args, **kwargs))
+
+            method = call
+        else:
+            @functools.wraps(make)
+            def run(*args: P.args, **kwargs: P.kwargs) -> Any:
+                return perform(make(obj, *args, **kwargs))
+
+            method = run
 
         # Kept on the instance, which is looked at before a non-data descriptor: the
         # next call skips this (the worker calls some of these thousands of times).

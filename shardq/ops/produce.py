@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -152,17 +153,23 @@ def first(ids: Plan[list[TaskId]]) -> Plan[TaskId]:
 
 class NewIds:
     """A batch's new ids: their values, fixed before the first attempt so that a retry
-    names the same tasks, and their :class:`TaskId` objects, made once when first asked
-    for (a COPY makes them while the server writes the batch's last rows)."""
+    names the same tasks, and their :class:`TaskId` objects, made a piece at a time (a
+    COPY makes each statement's while the server writes its rows: ten thousand at once
+    would hold an event loop for about 10 ms)."""
 
     def __init__(self, values: Sequence[int]) -> None:
         self.values = values
         self._objects: list[TaskId] = []
 
+    def make(self, end: int) -> None:
+        """Make the objects of the first ``end`` ids, those not made yet."""
+        have = len(self._objects)
+        if have < end:
+            self._objects += TaskId.made_from(self.values[have:end])
+
     def objects(self) -> list[TaskId]:
         """The ids as :class:`TaskId` objects, in order."""
-        if not self._objects:
-            self._objects = TaskId.made_from(self.values)
+        self.make(len(self.values))
         return self._objects
 
 
@@ -237,7 +244,7 @@ def copy_tasks(st: Statements, params: dict[str, Any], ids: NewIds, items: Paylo
     after the payload are the same on every row, so they are encoded once per batch;
     a row is its id, the payload's length and text, and that tail.  Each statement's
     rows are encoded while the server writes the previous statement's, and the id
-    objects while it writes the last one's.  Tasks of a flow (``flow``) add its two
+    objects of its rows while it writes them.  Tasks of a flow (``flow``) add its two
     columns to the tail.
     """
     n = len(items)
@@ -265,16 +272,15 @@ def copy_tasks(st: Statements, params: dict[str, Any], ids: NewIds, items: Paylo
     spans = list(pairwise(bounds))
     encoded = [rows(*spans[0])]
 
-    def encode_next() -> None:
-        """The next statement's rows, encoded while the server writes the current one's;
-        after the last one's, the id objects the call returns."""
-        if len(encoded) < len(spans):
-            encoded.append(rows(*spans[len(encoded)]))
-        else:
-            ids.objects()
+    def meanwhile(i: int) -> None:
+        """While the server writes statement ``i``'s rows: the next statement's rows,
+        and the id objects of statement ``i``'s."""
+        if i + 1 < len(spans):
+            encoded.append(rows(*spans[i + 1]))
+        ids.make(spans[i][1])
 
     for i in range(len(spans)):
-        yield CopyIn(query, encoded[i], encode_next)
+        yield CopyIn(query, encoded[i], functools.partial(meanwhile, i))
         encoded[i] = b""  # sent and written: hold at most two statements' data
 
 
