@@ -5,6 +5,7 @@ call is tested on both clients (the modules marked ``both_clients``)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from typing import Any
 
 import psycopg
@@ -127,7 +128,8 @@ def test_a_call_validates_after_its_first_suspension_and_its_await_raises(dsn: s
             refused = aclient.enqueue("no spaces allowed", {"n": 1})  # not raised here
             with pytest.raises(shardq.InvalidTask, match="queue"):
                 await refused
-            burst = [aclient.enqueue("aturn", {"n": n}) for n in range(3 * 16 + 1)]
+            burst: list[Coroutine[Any, Any, object]] = [
+                aclient.enqueue("aturn", {"n": n}) for n in range(3 * 16 + 1)]
             burst.append(aclient.enqueue_many("aturn", [{"n": n} for n in range(49, 1049)]))
             await asyncio.gather(*burst)
         return rows(dsn, "aturn")
