@@ -177,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         ("rate", lambda: rate.run(settings, args.dsn, records)),
     ]
     suite_load = load_1m()
+    commit = harness.current_commit()  # each scenario's records say what they measured
     failed: list[str] = []
     for name, step in steps:
         if not any(part in wanted for part in name.split("+")):
@@ -188,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
             harness.log(f"scenario {name} FAILED: {exc!r}")
             failed.append(f"{name}: {exc!r}"[:500])
         records.append({"scenario": "load", "step": name, "rep": 0, "start": began_load,
-                        "end": load_1m()})
+                        "end": load_1m(), "commit": commit,
+                        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
         harness.dump_records(raw, records)
     if not args.report_only:
         records.append({"scenario": "load", "step": "suite", "rep": 0, "start": suite_load,

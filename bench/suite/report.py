@@ -212,9 +212,11 @@ def targets(records: list[Record], settings: Settings) -> list[list[object]]:
 
 def _load(records: list[Record], steps: tuple[str, ...]) -> list[str]:
     """The machine's 1-minute load average when the steps that made a section began and
-    ended (nothing for records of a run that did not note it)."""
-    parts = [f"{r['step']} {r['start']:.2f} → {r['end']:.2f}" for step in steps
-             for r in select(records, "load", step=step)]
+    ended, and the commit and date they ran at (nothing for records of a run that did
+    not note them)."""
+    parts = [f"{r['step']} {r['start']:.2f} → {r['end']:.2f}"
+             + (f" (commit {r['commit']}, {r['date']})" if "commit" in r else "")
+             for step in steps for r in select(records, "load", step=step)]
     if not parts:
         return []
     return ["1-minute load average at the start → the end of the scenario: "
