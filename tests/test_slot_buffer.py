@@ -82,3 +82,21 @@ def test_a_close_releases_the_waiting_takers_and_keeps_what_waits() -> None:
     buffer.put_many(left)
     assert buffer.get() is None
     assert buffer.take_all() == left
+
+
+def test_a_put_while_a_taker_is_about_to_sleep_wakes_it() -> None:
+    """A taker looks at the buffer under its lock and, finding it empty, counts itself
+    as waiting and sleeps (:meth:`Buffer.get`).  Here the test is that taker, held at
+    that point, while a put runs beside it: the put's wake-up must still reach it."""
+    buffer = Buffer()
+    with buffer._lock:  # noqa: SLF001  # a taker that found the buffer empty, under the lock
+        assert buffer.empty()
+        putter = threading.Thread(target=buffer.put_many, args=(contexts(1),))
+        putter.start()
+        wait_for(lambda: not buffer.empty())  # the put added its context, and now wakes
+        buffer._waiting += 1  # noqa: SLF001  # the taker counts itself, then sleeps
+        woken = buffer._ready.wait(timeout=10)  # noqa: SLF001
+        buffer._waiting -= 1  # noqa: SLF001
+    putter.join()
+    assert woken
+    assert buffer.pop() is not None

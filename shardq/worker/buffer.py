@@ -56,10 +56,15 @@ class Buffer:
         """Wake one waiting getter if contexts wait: it takes one, and wakes the next
         while more wait (:meth:`get`).  Called after a put, and now and then by a
         claimer, in case the getters counted on to come back for what waits stay away
-        (a handler far longer than the others)."""
-        if self._waiting and self._items:
+        (a handler far longer than the others).
+
+        The count of waiting getters is read under the lock: a getter that found the
+        buffer empty, under the lock, and has not yet counted itself would otherwise be
+        missed, and go to sleep beside the contexts just put."""
+        if self._items:
             with self._lock:
-                self._ready.notify()
+                if self._waiting:
+                    self._ready.notify()
 
     def _tell(self) -> None:
         on_put = self.on_put
