@@ -87,6 +87,24 @@ def test_a_caller_cancelled_while_waiting_takes_no_place() -> None:
     assert cancelled == {"b": every["a"], "c": every["b"]}  # b took a's turn
 
 
+def test_a_new_loop_is_let_on_after_a_loop_closed_with_callers_waiting() -> None:
+    gate = Turnstile()
+    old = asyncio.new_event_loop()
+    try:
+        left = old.create_task(gate.enter())
+        old.call_soon(old.stop)
+        old.run_forever()  # one turn: it waits, and the opening is scheduled, not run
+        assert not left.done()
+    finally:
+        old.close()  # closed before its opening ran
+
+    async def enter_again() -> str:
+        await asyncio.wait_for(gate.enter(), timeout=10)
+        return "let on"
+
+    assert asyncio.run(enter_again()) == "let on"
+
+
 def test_a_turnstile_lets_at_least_one_on() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         Turnstile(per_turn=0)

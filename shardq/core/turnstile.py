@@ -28,11 +28,17 @@ class Turnstile:
         self.per_turn = per_turn
         self._waiting: deque[asyncio.Future[None]] = deque()
         self._opening = False
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def enter(self) -> None:
         """Return once let on: never in the turn of the call, and after at most
         ``per_turn`` callers per turn that came before."""
         loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            # A loop that ended with callers waiting here (stopped and closed) never ran
+            # the opening it had scheduled: its waiters are gone with it, and the new
+            # loop's callers start afresh rather than wait behind them for ever.
+            self._loop, self._waiting, self._opening = loop, deque(), False
         future: asyncio.Future[None] = loop.create_future()
         self._waiting.append(future)
         if not self._opening:
