@@ -14,7 +14,7 @@ from shardq.core.errors import InvalidTask
 from shardq.core.plan import Plan
 from shardq.core.task import Task, TaskId
 from shardq.flows.canvas import Signature
-from shardq.ops import batches, claims, flow, produce, settle
+from shardq.ops import batches, claims, flow, handover, produce, settle
 
 
 class TaskCalls(Base):
@@ -123,6 +123,19 @@ class TaskCalls(Base):
         return flow.claim_turn(self.statements, queue, bucket, after=after,
                                control=control, limit=limit, lease_s=lease_s,
                                worker_id=validate.worker_id(worker_id))
+
+    @operation
+    def ack_and_claim(self, tasks: Sequence[Task], queue: str, bucket: int, *,
+                      control: flow.Control, limit: int = 10, lease_s: float | None = None,
+                      worker_id: UUID | str | None = None) -> Plan[handover.Handed]:
+        """Finish ``tasks`` and take a turn of ``queue``'s ungrouped tasks in ``bucket``
+        (as :meth:`claim_turn`) in one transaction: the running-limit slots the acks
+        free go straight to the tasks claimed (see :mod:`shardq.ops.handover`).  Tasks
+        whose lease was lost are named in the result's ``lost``, not raised: the
+        claimed tasks are the caller's either way."""
+        return handover.ack_and_claim(self.statements, tasks, None, queue, bucket,
+                                      control=control, limit=limit, lease_s=lease_s,
+                                      worker_id=validate.worker_id(worker_id))
 
     # -- settling claimed tasks ------------------------------------------------
 

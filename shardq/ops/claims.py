@@ -12,7 +12,7 @@ from psycopg.errors import UniqueViolation
 from psycopg.rows import RowFactory, RowMaker
 
 from shardq.core import validate
-from shardq.core.plan import Fetch, Plan, Steps
+from shardq.core.plan import Atomic, Fetch, Plan, Steps
 from shardq.core.statements import Statements
 from shardq.core.task import Task
 
@@ -109,13 +109,19 @@ def _plain(st: Statements, queue: str, take: bytes, recover: str, lease_s: float
     return attempt_claim(Fetch(take, params, rows), Fetch(st.query(recover), params, rows))
 
 
-def attempt_claim(take: Fetch, recover: Fetch, raced: Callable[[], object] = lambda: None
-                  ) -> Callable[[], Steps[list[Task]]]:
+def attempt_claim(take: Fetch, recover: Fetch, raced: Callable[[], object] = lambda: None,
+                  *, guarded: bool = False) -> Callable[[], Steps[list[Task]]]:
     """The steps of one claim statement ``take``, run afresh on each attempt: a retry
     first collects, by the claim's lease token (``recover``), what an attempt whose
     reply was lost took.  ``raced`` is told when a concurrent claim won a unique index
-    (the claim then took nothing)."""
+    (the claim then took nothing).  ``guarded``: the claim runs inside a transaction
+    that must outlive such a race, so it runs in a savepoint of its own (a failed
+    statement would otherwise abort the whole transaction)."""
     tries = 0
+
+    def alone() -> Steps[list[Task]]:
+        claimed: list[Task] = yield take
+        return claimed
 
     def steps() -> Steps[list[Task]]:
         nonlocal tries
@@ -125,7 +131,7 @@ def attempt_claim(take: Fetch, recover: Fetch, raced: Callable[[], object] = lam
             if taken:
                 return taken
         try:
-            claimed: list[Task] = yield take
+            claimed: list[Task] = yield (Atomic(alone) if guarded else take)
         except UniqueViolation:
             # Two claims raced for two tasks of one key (tasks_running_keys) or for one
             # capacity slot (tasks_slots): the index let one win.  This range is simply

@@ -195,14 +195,16 @@ def claim_turn(st: Statements, queue: str, bucket: int, *, after: str | None,
     as for :func:`shardq.ops.claims.claim`."""
     validate.queue_name(queue)
     validate.claim(bucket, st.bucket_count, limit, lease_s)
-    return plan(_turn(st, queue, bucket, after, control, limit, lease_s, worker_id))
+    return plan(turn_steps(st, queue, bucket, after, control, limit, lease_s, worker_id))
 
 
-def _turn(st: Statements, queue: str, bucket: int, after: str | None, control: Control,
-          limit: int, lease_s: float | None, worker_id: UUID | None,
-          token: UUID | None = None) -> Callable[[], Steps[Turn]]:
+def turn_steps(st: Statements, queue: str, bucket: int, after: str | None, control: Control,
+               limit: int, lease_s: float | None, worker_id: UUID | None,
+               token: UUID | None = None, *, guarded: bool = False
+               ) -> Callable[[], Steps[Turn]]:
     """The steps of :func:`claim_turn`, run afresh on each attempt (``token``: the
-    lease token of the claims, by default one of its own)."""
+    lease token of the claims, by default one of its own; ``guarded``: inside a
+    transaction, as :func:`shardq.ops.claims.attempt_claim`'s)."""
     lease = lease_s if lease_s is not None else st.config.lease_s
     # One per call: a retried attempt recovers what the first one took.
     token = token if token is not None else uuid4()
@@ -233,7 +235,8 @@ def _turn(st: Statements, queue: str, bucket: int, after: str | None, control: C
         key = (group, size)
         if key not in attempts:
             attempts[key] = _limited(st, queue, bucket, group, control, spent, size,
-                                     lease, token, worker_id, lambda: races.append(key))
+                                     lease, token, worker_id, lambda: races.append(key),
+                                     guarded=guarded)
         lost = len(races)
         tasks = yield from attempts[key]()
         yield from rates.refund(st, queue, group, spent, len(tasks))
@@ -277,8 +280,8 @@ def claim_any(st: Statements, queue: str, start: int, *, limit: int, lease_s: fl
         got: list[Task] = []
         for step in range(n + (MAX_GROUP_TURNS if control.grouped else 0)):
             bucket = (start + step) % n
-            turn = yield from _turn(st, queue, bucket, after, control, limit - len(got),
-                                    lease_s, worker_id, token)()
+            turn = yield from turn_steps(st, queue, bucket, after, control,
+                                         limit - len(got), lease_s, worker_id, token)()
             after = cursors[queue] = turn.after
             got += turn.tasks
             if got and (not rated or len(got) >= limit or turn.wait_s > 0):
@@ -307,7 +310,7 @@ def _recover(st: Statements, queue: str, token: UUID) -> Fetch:
 
 def _limited(st: Statements, queue: str, bucket: int, group: str | None, control: Control,
              spent: rates.Spent, size: int, lease_s: float, token: Any,
-             worker_id: UUID | None, raced: Callable[[], object]
+             worker_id: UUID | None, raced: Callable[[], object], *, guarded: bool = False
              ) -> Callable[[], Steps[list[Task]]]:
     """The steps of one limited claim (``claim_limited``) of ``group`` (None: the
     ungrouped tasks of ``bucket``), recovered by ``token`` when retried."""
@@ -317,7 +320,7 @@ def _limited(st: Statements, queue: str, bucket: int, group: str | None, control
     rows = task_rows(queue, token)
     take = Fetch(st.query("claim_limited", size, fragments=fragments), params, rows)
     recover = Fetch(st.query("claim_recover_any"), params, rows)
-    return attempt_claim(take, recover, raced)
+    return attempt_claim(take, recover, raced, guarded=guarded)
 
 
 def limited_fragments(group: str | None, grouped: bool, guard: str

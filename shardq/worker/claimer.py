@@ -260,6 +260,30 @@ class Feeds(Protocol):
         """Give back tasks that waited in the buffer too long."""
 
 
+def deliver(feeds: Feeds, queue: str, tasks: list[Task], limit: int, lease_s: float,
+            sent: float, began: int) -> None:
+    """Put ``tasks`` just claimed from ``queue`` (by a claim of at most ``limit``, sent
+    at ``sent`` on the lease keeper's clock, ``began`` at that time in ns for a tracer)
+    into ``feeds``' buffer under their leases of ``lease_s``, counted and traced."""
+    if not tasks:  # an empty claim (a poll) is not counted and makes no span
+        return
+    feeds.metrics.claimed.labels(queue).inc(len(tasks))
+    feeds.metrics.batch_fill.observe(len(tasks) / limit)
+    feeds.buffer.put_many(feeds.keeper.hold(tasks, lease_s, sent))
+    tracer = tracing.tracer
+    if tracer is not None:
+        tracer.received(queue, tasks, began)
+
+
+def observe_waits(metrics: Metrics, queue: str, tasks: list[Task]) -> None:
+    """Record how long each of ``tasks``, claimed under ``queue``'s limits, waited since
+    it was enqueued."""
+    if tasks:
+        waited, histogram = datetime.now(UTC), metrics.limit_wait.labels(queue)
+        for task in tasks:
+            histogram.observe(max(0.0, (waited - task.enqueued_at).total_seconds()))
+
+
 class Claimer(Loop[Claimed]):
     """Claims batches into the buffer of the worker it ``feeds``, sized by ``sizes``, on
     the targets of its ``schedule``."""
@@ -323,8 +347,7 @@ class Claimer(Loop[Claimed]):
         limit = claim_size(room, sizes.batch)
         lease_s = sizes.lease_s[queue]
         self._claiming = True
-        tracer = tracing.tracer
-        began = time.time_ns() if tracer is not None else 0
+        began = time.time_ns() if tracing.tracer is not None else 0
         sent = self.keeper.monotonic()  # the leases begin no earlier than this
         try:
             control = self.controls.get(queue)
@@ -336,12 +359,7 @@ class Claimer(Loop[Claimed]):
                 tasks = self._claim_plain(index, queue, limit, lease_s)
         finally:
             self._claiming = False
-        if tasks:
-            self.metrics.claimed.labels(queue).inc(len(tasks))
-            self.metrics.batch_fill.observe(len(tasks) / limit)
-            self.buffer.put_many(self.keeper.hold(tasks, lease_s, sent))
-            if tracer is not None:  # an empty claim (a poll) makes no span
-                tracer.received(queue, tasks, began)
+        deliver(self.feeds, queue, tasks, limit, lease_s, sent, began)
         self._wait_s = 0.0
         return Claimed(len(tasks))
 
@@ -378,10 +396,7 @@ class Claimer(Loop[Claimed]):
                                       control=control, limit=limit, lease_s=lease_s,
                                       worker_id=self.feeds.worker_id)
         self._after[queue] = turn.after
-        if turn.tasks:
-            waited, histogram = datetime.now(UTC), self.metrics.limit_wait.labels(queue)
-            for task in turn.tasks:
-                histogram.observe(max(0.0, (waited - task.enqueued_at).total_seconds()))
+        observe_waits(self.metrics, queue, turn.tasks)
         if turn.raced:  # another claim took the slot this one chose: others may be free
             return turn.tasks, 0.0
         return turn.tasks, turn.wait_s or None

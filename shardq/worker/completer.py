@@ -57,11 +57,16 @@ class Completer(Loop[int]):
                  written: Callable[[list[Task]], None] = lambda tasks: None,
                  urgent: Callable[[Task], bool] = lambda task: False,
                  parked: Callable[[list[tuple[str, int, float | None]]], None] = (
-                     lambda parks: None)) -> None:
+                     lambda parks: None),
+                 hand_on: Callable[[list[Task], list[Kept | None]], int | None] = (
+                     lambda tasks, kept: None)) -> None:
         super().__init__("shardq-completer", flush_ms / 1000)
         self.client, self.metrics, self.batch, self.written = client, metrics, batch, written
-        self.urgent, self.parked = urgent, parked
+        self.urgent, self.parked, self.hand_on = urgent, parked, hand_on
         self.release = release
+        # The acks of the chunk being written whose slots their successors took
+        # (hand_on): nobody needs telling that those slots are free.
+        self._refilled: set[int] = set()
         # Handler threads add, the flusher takes: a deque's append, popleft and len are
         # each atomic, so no lock is taken for every task (four handler threads on two
         # cores made one contended, and every contended acquire sleeps in the kernel).
@@ -128,8 +133,9 @@ class Completer(Loop[int]):
             finally:
                 self._writing -= len(chunk)
                 # Claimers held back by the lag may go on; these tasks' capacity slots,
-                # if they held any, are free.
-                self.written([o.task for o in chunk])
+                # if they held any and no successor took them, are free.
+                refilled, self._refilled = self._refilled, set()
+                self.written([o.task for o in chunk if id(o.task) not in refilled])
         return len(outcomes)
 
     def delay_after(self, result: int) -> float:
@@ -168,8 +174,12 @@ class Completer(Loop[int]):
 
     def _ack(self, outcomes: list[Outcome]) -> None:
         # Results are written by the ack itself (a batch without any: the plain ack).
-        self.client.perform(settle.ack(self.client.statements, [o.task for o in outcomes],
-                                       [o.kept for o in outcomes]))
+        tasks, kept = [o.task for o in outcomes], [o.kept for o in outcomes]
+        claimed = self.hand_on(tasks, kept)  # with their successors' claim, if it applies
+        if claimed is None:
+            self.client.perform(settle.ack(self.client.statements, tasks, kept))
+        elif claimed >= len(tasks):
+            self._refilled.update(id(task) for task in tasks)
 
     def _park(self, outcomes: list[Outcome]) -> None:
         parkings = [o.park for o in outcomes if o.park is not None]

@@ -44,6 +44,7 @@ from shardq.worker.notifier import Listener
 from shardq.worker.observe import MeteredJanitor, MeteredResolver, StatsSampler
 from shardq.worker.presence import Presence
 from shardq.worker.slots import Slots, ThreadSlots
+from shardq.worker.successors import Successors
 
 log = logging.getLogger("shardq.worker")
 
@@ -90,10 +91,13 @@ class Worker:
         self.keeper = LeaseKeeper(self.client, min(leases.values()), self.metrics,
                                   beat=self.presence.beat,
                                   beat_every_s=self.presence.every_s)
+        self.sizes = ClaimSizes(batch=config.batch, capacity=self.capacity,
+                                max_wait_s=config.prefetch_max_s, lease_s=leases)
         self.completer = Completer(self.client, self.metrics, batch=config.ack_batch,
                                    flush_ms=config.ack_flush_ms, release=self.keeper.let_go,
                                    written=self._written, urgent=self._awaited,
-                                   parked=self.alarms.parked)
+                                   parked=self.alarms.parked,
+                                   hand_on=Successors(self, self.sizes))
         # Coroutine handlers run as coroutines on one event loop, with no thread per slot;
         # an app of plain functions only has no loop at all (see shardq.worker.slots).
         kind: type[Slots] = LoopSlots if any(h.is_async for h in app.handlers()) else ThreadSlots
@@ -104,7 +108,7 @@ class Worker:
                          if config.listen and self.client.dialect.notify else None)
         self.worker_id = self.presence.id
         self.controls = Controls(self.client, queues)
-        self.claimers = self._claimers(queues, leases)
+        self.claimers = self._claimers(queues)
         self.janitors = [MeteredJanitor(self.client, self.metrics)
                          for _ in range(config.janitors)]
         # One vacuum step per process that runs janitors: it works under a lock anyway.
@@ -126,12 +130,11 @@ class Worker:
         self._state_lock = threading.Lock()
         self._started = self._stopped = False
 
-    def _claimers(self, queues: list[str], leases: dict[str, float]) -> list[Claimer]:
+    def _claimers(self, queues: list[str]) -> list[Claimer]:
         count = self.config.claimers
         targets = [(q, b) for b in range(self.client.bucket_count) for q in queues]
         base = random.randrange(len(targets))
-        sizes = ClaimSizes(batch=self.config.batch, capacity=self.capacity,
-                           max_wait_s=self.config.prefetch_max_s, lease_s=leases)
+        sizes = self.sizes
         return [Claimer(f"shardq-claimer-{i}", self,
                         Schedule(targets, base + i * len(targets) // count,
                                  self.config.poll_max_ms / 1000, share=count,

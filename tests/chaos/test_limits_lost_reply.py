@@ -115,6 +115,31 @@ def test_a_claim_whose_reply_was_lost_recovers_its_tasks_by_lease_token(
     assert held(url, "lost") == [(token, slot, None) for slot in (1, 2, 3, 4)]
 
 
+def test_an_ack_and_claim_whose_commit_reply_was_lost_keeps_both(
+        chaos_pg: ThrowawayPostgres, one_bucket: str, proxy: Proxy,
+        client: shardq.Client) -> None:
+    """``ack_and_claim``'s transaction committed, and the reply to its COMMIT was lost:
+    the retry finds the acked task gone (settled) and collects the successor its claim
+    took by the lease token, so neither the outcome nor the new task is lost, and the
+    limit holds."""
+    url = chaos_pg.url(one_bucket)
+    client.set_limits("lost", max_running=2, create=True)
+    client.enqueue_many("lost", [{"n": n} for n in range(6)])
+    control = client.limits("lost")
+    first, second = client.claim_turn("lost", 0, after=None, control=control, limit=2).tasks
+    proxy.withhold_commit(LIMITED_CLAIM, times=1)
+    handed = client.ack_and_claim([first], "lost", 0, control=control, limit=2)
+    assert proxy.pending_commits == 0  # the fault happened
+    assert handed.lost == []
+    [successor] = handed.turn.tasks
+    assert client.get(first.id) is None
+    rows = held(url, "lost")
+    assert sorted(token for token, _, _ in rows) == sorted(
+        [second.lease_token, successor.lease_token])
+    assert sorted(slot for _, slot, _ in rows) == [1, 2]
+    assert successor.attempts == 1  # claimed once: recovered, not claimed again
+
+
 def test_a_group_turn_that_took_its_groups_last_tasks_recovers_them_after_a_lost_reply(
         chaos_pg: ThrowawayPostgres, one_bucket: str, proxy: Proxy,
         client: shardq.Client) -> None:
