@@ -4,14 +4,19 @@ Under a running limit that claims wait for (:attr:`~shardq.ops.flow.Control.awai
 the completer writes an outcome at once, and the slot it frees would stay empty until
 a claimer, woken by the write, claimed again.  Instead the acks of such a queue are
 written by :func:`shardq.ops.handover.ack_and_claim`: one transaction that deletes
-the finished tasks and claims their successors into the slots they held, from the
-bucket of the first of them.  The claimed tasks go straight into the buffer, as a
-claimer's would.  Only ungrouped queues are handed on: a per-group slot belongs to
-one group, whose turn a claimer's round of the groups decides.
+the finished tasks and claims their successors into the slots they held.  The
+claimed tasks go straight into the buffer, as a claimer's would.  Only ungrouped
+queues are handed on: a per-group slot belongs to one group, whose turn a claimer's
+round of the groups decides.
+
+The successors come from the queue's buckets in turn, not from the bucket of the task
+they follow: that way each slot would keep to one bucket, drain it, and then wait for
+a claimer's poll to find another (a second or so of an empty slot per bucket drained).
 """
 
 from __future__ import annotations
 
+import random
 import time
 
 from shardq.core import tracing
@@ -28,6 +33,7 @@ class Successors:
 
     def __init__(self, feeds: Feeds, sizes: ClaimSizes) -> None:
         self.feeds, self.sizes = feeds, sizes
+        self._next: dict[str, int] = {}  # per queue, the bucket whose turn is next
 
     def __call__(self, tasks: list[Task], kept: list[Kept | None]) -> int | None:
         """Ack ``tasks`` (keeping ``kept``) and claim their successors; returns how many
@@ -49,8 +55,11 @@ class Successors:
         lease_s = sizes.lease_s[queue]
         began = time.time_ns() if tracing.tracer is not None else 0
         sent = feeds.keeper.monotonic()  # the leases begin no earlier than this
+        buckets = feeds.client.bucket_count
+        bucket = self._next.get(queue, random.randrange(buckets))
+        self._next[queue] = (bucket + 1) % buckets
         handed = feeds.client.perform(handover.ack_and_claim(
-            feeds.client.statements, tasks, kept, queue, tasks[0].bucket, control=control,
+            feeds.client.statements, tasks, kept, queue, bucket, control=control,
             limit=limit, lease_s=lease_s, worker_id=feeds.worker_id))
         claimed = handed.turn.tasks
         observe_waits(feeds.metrics, queue, claimed)
