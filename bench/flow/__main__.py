@@ -2,7 +2,7 @@
 their report, ``bench/results/flow.md``:
 
     python -m bench.flow [--quick] [--only overhead,binding,rate,fairness] [--reps 5]
-        [--dsn URL] [--out FILE] [--records FILE]
+        [--base DIR] [--dsn URL] [--out FILE] [--records FILE]
 """
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default=",".join(KINDS), help="comma-separated subset of "
                    + ",".join(KINDS))
     p.add_argument("--reps", type=int, default=None, help="overhead repetitions (5; quick 1)")
+    p.add_argument("--base", type=Path, default=None,
+                   help="binding: also run an earlier tree (an export of its shardq and sql: "
+                        "`git archive REV shardq sql | tar -x -C DIR`), alternating, --reps "
+                        "runs each")
     p.add_argument("--out", type=Path, default=None,
                    help="report file (default bench/results/flow.md, -quick with --quick)")
     p.add_argument("--records", type=Path, default=None,
@@ -38,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     reps = args.reps or (1 if args.quick else 5)
     records: list[Record] = []
     began = time.monotonic()
-    machine = measure(QUICK if args.quick else Sizes(), reps, args.dsn, records, kinds)
+    machine = measure(QUICK if args.quick else Sizes(), reps, args.dsn, records, kinds,
+                      args.base)
     text = report.document(records, machine, args.quick, time.monotonic() - began)
     print(text)
     out = args.out or harness.RESULTS_DIR / harness.result_name("flow", args.quick)

@@ -18,6 +18,7 @@ NOTES = Path(__file__).resolve().parent / "notes.md"  # the last full run's diag
 OVERHEAD_GOAL = 0.9
 BINDING_TARGET = BINDING["max_running"] / BINDING["task_s"]
 BINDING_TOLERANCE = 0.1
+THIS_TREE = "this tree"  # the binding runs' arm of the tree being measured
 RATE_TOLERANCE = 0.1
 FAIRNESS_GOAL_S = 2.0
 BASE, NEVER = "no limits", "limits that never bind"
@@ -58,10 +59,20 @@ def _binding(records: list[Record], quick: bool) -> list[str]:
     rs = select(records, SCENARIO, kind="binding")
     if not rs:
         return []
-    rows = [[r["tasks"], r["elapsed_s"], r["rate"], r["steady_rate"],
-             fmt_ratio(r["rate"] / BINDING_TARGET), r["max_running_seen"],
-             r["slots_held_mean"], r["slots_held_max"], r["slot_s_per_task"] * 1000,
+    now = [r for r in rs if r.get("arm", THIS_TREE) == THIS_TREE]
+    rows = [[r.get("arm", THIS_TREE), r.get("rep", 0) + 1, r["tasks"], r["elapsed_s"],
+             r["rate"], r["steady_rate"], fmt_ratio(r["rate"] / BINDING_TARGET),
+             _per_base(r, rs), r["max_running_seen"], r["slots_held_mean"],
+             r["slots_held_max"], r["slot_s_per_task"] * 1000,
              r["handler_s_per_task"] * 1000] for r in rs]
+    base = [r for r in rs if r not in now]
+    command = _command("binding", quick)
+    if base:
+        where = str(base[0]["arm"]).removeprefix("base (").removesuffix(")")
+        command = command[:-1] + f" --reps {len(now)} --base {where}`"
+    beside = (f" The base tree ran beside it, alternating; '÷ base' is this "
+              f"tree's rate over the base's in the same repetition (median "
+              f"{fmt_ratio(paired_ratio(now, base, 'rate'))}).") if base else ""
     return [f"**2. Binding `max_running={BINDING['max_running']}`.** "
             f"`shardq consume --processes {BINDING['processes']} --concurrency "
             f"{BINDING['concurrency']}` ({BINDING['processes'] * BINDING['concurrency']} "
@@ -72,11 +83,21 @@ def _binding(records: list[Record], quick: bool) -> list[str]:
             "held: running tasks holding a slot, sampled every 20 ms from the database "
             "while any did. Slot ms per task: slots held ÷ tasks/s (Little's law), the time "
             "from a task's claim to its acknowledgement, of which its handler ran "
-            f"'handler ms'. Command: {_command('binding', quick)}.", "",
-            markdown_table(["tasks", "seconds", "tasks/s", "steady tasks/s",
-                            f"÷ {BINDING_TARGET:g}", "most running", "slots held (mean)",
-                            "slots held (max)", "slot ms / task", "handler ms / task"],
-                           rows), ""]
+            f"'handler ms'. Command: {command}.{beside}", "",
+            markdown_table(["tree", "rep", "tasks", "seconds", "tasks/s", "steady tasks/s",
+                            f"÷ {BINDING_TARGET:g}", "÷ base", "most running",
+                            "slots held (mean)", "slots held (max)", "slot ms / task",
+                            "handler ms / task"], rows), ""]
+
+
+def _per_base(r: Record, rs: list[Record]) -> str:
+    """This tree's run ``r`` over the base tree's run of its repetition ("" for a base
+    run, or without one)."""
+    if r.get("arm", THIS_TREE) != THIS_TREE:
+        return ""
+    base = [b for b in rs if b.get("arm", THIS_TREE) != THIS_TREE
+            and b.get("rep") == r.get("rep")]
+    return fmt_ratio(r["rate"] / base[0]["rate"]) if base and base[0]["rate"] else ""
 
 
 def _rate_stats(counts: list[int]) -> tuple[int, int, float, int, int]:
@@ -134,6 +155,8 @@ def targets(records: list[Record]) -> list[list[object]]:
         out.append([f"drain with limits that never bind ≥ {OVERHEAD_GOAL}x no limits",
                     fmt_ratio(ratio), _verdict(ratio >= OVERHEAD_GOAL, ratio)])
     for r in select(records, SCENARIO, kind="binding"):
+        if r.get("arm", THIS_TREE) != THIS_TREE:  # the base tree is not judged
+            continue
         off = abs(r["rate"] / BINDING_TARGET - 1)
         out.append([f"binding max_running={BINDING['max_running']}: within "
                     f"{BINDING_TOLERANCE:.0%} of {BINDING_TARGET:g} tasks/s",

@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -79,12 +80,13 @@ def _enqueue(url: str, payload: dict[str, Any], n: int, group: str | None = None
             client.enqueue_many(QUEUE, [payload] * min(5_000, n - first), group=group)
 
 
-def _drain(url: str, n: int, worker: dict[str, Any]) -> Record:
+def _drain(url: str, n: int, worker: dict[str, Any], tree: Path | None = None) -> Record:
     """The suite's timed ``shardq consume`` run (queue paused while the processes start,
-    clock from its resume to an empty table) with this module's handler."""
+    clock from its resume to an empty table) with this module's handler (``tree``: an
+    earlier tree's shardq, see :func:`bench.harness.spawn`)."""
     out = harness.call({"system": "shardq", "mode": "consume", "url": url, "n": n,
                         "deadline_s": 120 + n / 20, "cli": True, **worker,
-                        "handler": HANDLER}, timeout=600 + n / 10)
+                        "handler": HANDLER}, timeout=600 + n / 10, tree=tree)
     return {"tasks": out["handled"], "elapsed_s": out["elapsed_s"],
             "rate": out["handled"] / out["elapsed_s"] if out["elapsed_s"] else 0.0}
 
@@ -104,13 +106,27 @@ def overhead(dbs: harness.Databases, sizes: Sizes, reps: int, records: list[Reco
             dbs.close()
 
 
-def binding(dbs: harness.Databases, sizes: Sizes, records: list[Record]) -> None:
-    """Measurement 2: a binding max_running under more handler slots than it allows."""
+def binding(dbs: harness.Databases, sizes: Sizes, records: list[Record],
+            base: Path | None = None, reps: int = 1) -> None:
+    """Measurement 2: a binding max_running under more handler slots than it allows;
+    with ``base`` (an export of an earlier tree's ``shardq`` and ``sql``), ``reps`` runs
+    of each tree, alternating in a rotating order."""
+    trees: list[tuple[str, Path | None]] = [("this tree", None)]
+    if base is not None:
+        trees.append((f"base ({base})", base.resolve()))
+    for rep in range(reps if base is not None else 1):
+        k = rep % len(trees)
+        for arm, tree in trees[k:] + trees[:k]:
+            _binding_run(dbs, sizes, records, arm, rep, tree)
+
+
+def _binding_run(dbs: harness.Databases, sizes: Sizes, records: list[Record], arm: str,
+                 rep: int, tree: Path | None) -> None:
     url = _database(dbs, {"max_running": BINDING["max_running"]})
     _enqueue(url, {"s": BINDING["task_s"], "rec": True}, sizes.binding_tasks)
     with SlotSampler(url) as sampler:
         out = _drain(url, sizes.binding_tasks, {"processes": BINDING["processes"],
-                                                "concurrency": BINDING["concurrency"]})
+                                                "concurrency": BINDING["concurrency"]}, tree)
     spans = starts(url)
     if not spans:
         raise harness.RunnerError(f"no handler started: {out}")
@@ -123,12 +139,13 @@ def binding(dbs: harness.Databases, sizes: Sizes, records: list[Record]) -> None
     # average (Little's law over the drain); the handler's own part of it.
     held = sum(busy) / len(busy) if busy else float("nan")
     handler_s = sum(b - a for a, b in spans) / len(spans)
-    records.append({"scenario": SCENARIO, "kind": "binding", **out, "steady_rate": steady,
+    records.append({"scenario": SCENARIO, "kind": "binding", "arm": arm, "rep": rep, **out,
+                    "steady_rate": steady,
                     "max_running_seen": max_overlap(spans), "slots_held_mean": held,
                     "slots_held_max": max(busy, default=0),
                     "slot_s_per_task": held / out["rate"] if out["rate"] else float("nan"),
                     "handler_s_per_task": handler_s})
-    harness.log(f"flow binding: {out['rate']:.1f} tasks/s (steady {steady:.1f}), at most "
+    harness.log(f"flow binding ({arm}): {out['rate']:.1f} tasks/s (steady {steady:.1f}), at most "
                 f"{max_overlap(spans)} running; slots held {held:.2f} on average, "
                 f"handler {handler_s * 1000:.0f} ms of {held / out['rate'] * 1000:.0f} ms "
                 "slot time per task")
@@ -205,12 +222,13 @@ def fairness(dbs: harness.Databases, sizes: Sizes, records: list[Record]) -> Non
 
 
 def measure(sizes: Sizes, reps: int, dsn: str | None, records: list[Record],
-            kinds: tuple[str, ...] = KINDS) -> list[str]:
-    """Run the measurements of ``kinds`` on one fresh server; its description lines."""
+            kinds: tuple[str, ...] = KINDS, base: Path | None = None) -> list[str]:
+    """Run the measurements of ``kinds`` on one fresh server (the binding one beside the
+    tree ``base`` too, if given); its description lines."""
     with harness.fresh_server(dsn) as (admin, description, dbs):
         machine = harness.machine_lines(admin, description)
         steps = {"overhead": lambda: overhead(dbs, sizes, reps, records),
-                 "binding": lambda: binding(dbs, sizes, records),
+                 "binding": lambda: binding(dbs, sizes, records, base, reps),
                  "rate": lambda: rate(dbs, sizes, records),
                  "fairness": lambda: fairness(dbs, sizes, records)}
         first = len(records)
@@ -223,4 +241,5 @@ def measure(sizes: Sizes, reps: int, dsn: str | None, records: list[Record],
 
 def run(settings: Settings, dsn: str | None, records: list[Record]) -> None:
     """The suite's ``flow`` scenario (``--quick``: :data:`QUICK` sizes)."""
-    measure(QUICK if settings.quick else Sizes(), settings.reps, dsn, records)
+    measure(QUICK if settings.quick else Sizes(), settings.reps, dsn, records,
+            base=Path(settings.flow_base) if settings.flow_base else None)

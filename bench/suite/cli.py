@@ -99,6 +99,9 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Settings]:
                    help="slots: an exported earlier tree whose worker runs side by side")
     p.add_argument("--async-base", type=Path,
                    help="async: an exported earlier tree's shardq package, side by side")
+    p.add_argument("--flow-base", type=Path,
+                   help="flow: an exported earlier tree's shardq package, its binding limit "
+                        "run side by side")
     p.add_argument("--report-only", action="store_true",
                    help="run nothing: re-render the report and plots from the results file")
     p.add_argument("--resume", action="store_true",
@@ -119,6 +122,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Settings]:
         settings.slots_base = str(args.slots_base)
     if args.async_base is not None:
         settings.async_base = str(args.async_base)
+    if args.flow_base is not None:
+        settings.flow_base = str(args.flow_base)
     chosen = tuple(s.strip() for s in args.scenarios.split(",") if s.strip())
     unknown = set(chosen) - set(SCENARIOS)
     if unknown or not chosen or settings.reps < 1:

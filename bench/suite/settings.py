@@ -111,6 +111,7 @@ class Settings:
     slots_warmup_s: float = 1.0
     slots_window_s: float = 3.0
     slots_base: str = ""  # an exported earlier tree, run side by side (--slots-base)
+    flow_base: str = ""  # an exported earlier tree's shardq: binding limit side by side
     depth_target: int = 2_000  # jobs the producer keeps waiting
     depth_concurrency: tuple[int, ...] = (16, 64)
     depth_warmup_s: float = 3.0
