@@ -15,7 +15,9 @@
 -- once on the unique index and is retried.
 --
 -- Above LISTED_SLOTS (a limit that seldom binds) the running tasks are not read: the
--- candidates are random numbers, each probed in the unique index, and uniqueness alone
+-- candidates are `draws` random numbers (enough for the claim at the share of the limit
+-- in use when the worker last read it: shardq.ops.flow.draws; each costs a probe, and a
+-- claim that finds too few free takes fewer tasks), each probed in the unique index, and uniqueness alone
 -- keeps the count at most the limit, since every slot is a number from 1 to it.  Only
 -- while some task runs on a slot above the limit (it was lowered) are the running
 -- tasks counted, as below LISTED_SLOTS.  Two claims drawing one number: the second is
@@ -31,7 +33,7 @@ WITH m AS (
       AND (SELECT m.n FROM m) <= {listed_slots}
 ), drawn AS (
     SELECT DISTINCT (1 + floor(random() * m.n))::int4 AS s
-    FROM m, generate_series(1, 2 * {limit})
+    FROM m, generate_series(1, %(draws)s::int4)
     WHERE m.n > {listed_slots}
 ), room AS (
     SELECT CASE

@@ -17,7 +17,7 @@ QUEUE = "bulk"
 
 PARAMS = {"bucket": 3, "queue": QUEUE, "now": None, "lease_s": 30.0, "token": uuid.uuid4(),
           "backoff_base_s": 1.0, "backoff_cap_s": 3600.0, "backoff_jitter": 0.2,
-          "worker_id": None, "attempts_kept": 20}
+          "worker_id": None, "attempts_kept": 20, "draws": 108}
 
 
 def numbered(query: str) -> tuple[str, list[str]]:

@@ -335,3 +335,16 @@ def test_the_listed_slots_bound_is_the_one_the_claims_use() -> None:
         uses = 1 if group is None else 2  # the queue's free slots, and the group's
         assert text.count(f"<= {LISTED_SLOTS}") == 3 * uses, group
         assert text.count(f"> {LISTED_SLOTS}") == uses, group
+
+
+def test_a_claim_draws_enough_slot_numbers_for_the_share_of_the_limit_in_use() -> None:
+    """Above the listed bound, a claim of 100 draws 100 numbers and a few more when the
+    limit is far from used, twice as many when half of it is, and at most ten per task."""
+    from shardq.ops.flow import Control, Limits, draws
+
+    assert draws(Control(Limits(max_running=1_000_000)), 100) == 108
+    assert draws(Control(Limits(max_running=2_000), running=1_000), 100) == 208
+    assert draws(Control(Limits(max_running=2_000), running=2_000), 100) == 1_008
+    assert draws(Control(Limits(max_running=1_000_000, max_running_per_group=5_000),
+                         running=10, running_most_group=4_000), 100) == 508
+

@@ -26,6 +26,7 @@ past it; workers learn a queue's state from :func:`controls`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -41,6 +42,11 @@ from shardq.ops import claims, rates
 from shardq.ops import control as queue_control
 from shardq.ops.claims import attempt_claim, task_rows
 from shardq.ops.rates import Rate
+
+DRAWN_SPARE = 8
+"""Slot numbers a claim draws beyond those it expects free (two draws may be equal)."""
+MIN_FREE_SHARE = 0.1
+"""The least free share of a limit a claim's draws assume (at most ten per task)."""
 
 MAX_GROUP_TURNS = 16
 """Group turns one :func:`claim_any` call takes at most before the buckets' turns."""
@@ -316,11 +322,29 @@ def _limited(st: Statements, queue: str, bucket: int, group: str | None, control
     ungrouped tasks of ``bucket``), recovered by ``token`` when retried."""
     fragments = limited_fragments(group, control.grouped, rates.guard(group, spent))
     params = st.params(queue=queue, bucket=bucket, group=group, lease_s=lease_s,
-                       token=token, buckets=list(range(st.bucket_count)), worker_id=worker_id)
+                       token=token, buckets=list(range(st.bucket_count)), worker_id=worker_id,
+                       draws=draws(control, size))
     rows = task_rows(queue, token)
     take = Fetch(st.query("claim_limited", size, fragments=fragments), params, rows)
     recover = Fetch(st.query("claim_recover_any"), params, rows)
     return attempt_claim(take, recover, raced, guarded=guarded)
+
+
+def draws(control: Control, size: int) -> int:
+    """How many slot numbers a claim of up to ``size`` tasks draws at random under a
+    limit above :data:`LISTED_SLOTS` (``sql/free_slots.sql``): enough for ``size`` free
+    ones at the share of the limit ``control`` says is in use, and a few more.  Each
+    number drawn costs a probe of the slots' index: drawing twice the claim's size
+    whatever the share, a never-binding ``max_running`` claimed and acked at 0.79x of no
+    limit, and at 0.86x so.  A claim that draws too few (the share grew since
+    ``control`` was read) takes fewer tasks."""
+    used = 0.0
+    for limit, running in ((control.limits.max_running, control.running),
+                           (control.limits.max_running_per_group, control.running_most_group)):
+        if limit:
+            used = max(used, running / limit)
+    free = max(MIN_FREE_SHARE, round(1.0 - used, 6))  # rounded: 1 - 0.8 is 0.1999…
+    return math.ceil(size / free) + DRAWN_SPARE
 
 
 def limited_fragments(group: str | None, grouped: bool, guard: str
