@@ -148,7 +148,13 @@ def start_cli(url: str, spec: dict[str, Any]) -> tuple[subprocess.Popen[str], th
                                                       "concurrency") if spec.get(key)]
     command = [sys.executable, "-m", "shardq", "consume", spec.get("handler", f"{__name__}:noop"),
                f"--queue={QUEUE}", "--shutdown-grace-s=5", *flags, *spec.get("flags", [])]
-    daemon = subprocess.Popen(command, env={**os.environ, "SHARDQ_DSN": url}, cwd=ROOT,
+    # Started where the shardq this runner imported lives: a runner of an earlier
+    # tree (bench.harness.spawn's ``tree``) then runs that tree's worker too (``-m``
+    # puts its directory first on the path; PYTHONPATH still finds this tree's bench).
+    imported = Path(shardq.__file__).resolve().parent.parent
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    daemon = subprocess.Popen(command, env={**os.environ, "SHARDQ_DSN": url, "PYTHONPATH": path},
+                              cwd=imported,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     all_consuming = threading.Event()
 
