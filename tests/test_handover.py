@@ -202,3 +202,33 @@ def test_a_worker_under_a_binding_limit_hands_every_slot_on(databases: Databases
         handed_on = [transaction(conn, before, "acked") == transaction(conn, after, "claimed")
                      for before, after in itertools.pairwise(runs)]
     assert handed_on == [True] * 7
+
+
+@pytest.mark.blocking_client
+@pytest.mark.timeout(120)
+def test_a_worker_stopped_under_a_binding_limit_leaves_no_task_locked(
+        databases: Databases) -> None:
+    """SIGTERM while a task runs under ``max_running=1``: its handler ends within the
+    grace and its outcome is written, but no successor is claimed into a worker that
+    stops (it would stay locked, unrun, until its lease ran out)."""
+    url = databases.create(bucket_count=1)
+    direct = databases.direct(url)
+    with psycopg.connect(direct, autocommit=True) as conn:
+        conn.execute(limited.SETUP)
+    with shardq.Client(url) as c:
+        c.set_limits("capped", max_running=1, create=True)
+        limited.app.use_client(c)
+        limited.capped.enqueue_many([(n, 1.0) for n in range(4)])
+    env = {**os.environ, "SHARDQ_DSN": url, "LIMITED_LOG_DSN": direct,
+           "PYTHONPATH": str(ROOT)}
+    daemon = Daemon(env, "tests.apps.limited:app", "--queue", "capped", "--concurrency", "4",
+                    "--no-sample-stats")
+    try:
+        wait_for(lambda: scalar(direct, "SELECT count(*) FROM limited_runs") == 1,
+                 timeout=60, what="the first task to start")
+    finally:
+        code = daemon.stop()
+    assert code == 0, daemon.output
+    assert scalar(direct, "SELECT count(*) FROM limited_runs WHERE ended_at IS NULL") == 0
+    assert query(direct, "SELECT status, count(*) FROM shardq.tasks GROUP BY status") == [
+        ("available", 3)]

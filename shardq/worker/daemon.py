@@ -93,11 +93,12 @@ class Worker:
                                   beat_every_s=self.presence.every_s)
         self.sizes = ClaimSizes(batch=config.batch, capacity=self.capacity,
                                 max_wait_s=config.prefetch_max_s, lease_s=leases)
+        self.successors = Successors(self, self.sizes)
         self.completer = Completer(self.client, self.metrics, batch=config.ack_batch,
                                    flush_ms=config.ack_flush_ms, release=self.keeper.let_go,
                                    written=self._written, urgent=self._awaited,
                                    parked=self.alarms.parked,
-                                   hand_on=Successors(self, self.sizes))
+                                   hand_on=self.successors)
         # Coroutine handlers run as coroutines on one event loop, with no thread per slot;
         # an app of plain functions only has no loop at all (see shardq.worker.slots).
         kind: type[Slots] = LoopSlots if any(h.is_async for h in app.handlers()) else ThreadSlots
@@ -262,6 +263,9 @@ class Worker:
                 self._stopped = True
                 return
             self._stopped = True
+        # Before anything is given back: a successor claimed from here on would wait in a
+        # buffer that is no longer emptied.
+        self.successors.close()
         grace = self.config.shutdown_grace_s if grace_s is None else grace_s
         end = time.monotonic() + grace
         # Whatever the network does, no statement (nor retry) outlives the grace; the

@@ -17,6 +17,7 @@ a claimer's poll to find another (a second or so of an empty slot per bucket dra
 from __future__ import annotations
 
 import random
+import threading
 import time
 
 from shardq.core import tracing
@@ -34,13 +35,29 @@ class Successors:
     def __init__(self, feeds: Feeds, sizes: ClaimSizes) -> None:
         self.feeds, self.sizes = feeds, sizes
         self._next: dict[str, int] = {}  # per queue, the bucket whose turn is next
+        # Held while a handover runs; close() takes it, so that once it returns no
+        # claim is in flight and none begins.
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def close(self) -> None:
+        """Claim no more successors (the worker stops: a task claimed now would wait in
+        a buffer nobody empties, locked until its lease ran out); waits for a handover
+        in flight."""
+        with self._lock:
+            self._closed = True
 
     def __call__(self, tasks: list[Task], kept: list[Kept | None]) -> int | None:
         """Ack ``tasks`` (keeping ``kept``) and claim their successors; returns how many
         were claimed, or None when these acks are not handed on (several queues, a
-        queue whose slots nobody waits for, a grouped one, or no room in the buffer):
-        the caller then writes them as usual.  Raises LeaseLost, after the claimed
-        tasks are in the buffer, for acks whose lease had ended."""
+        queue whose slots nobody waits for, a grouped one, no room in the buffer, or
+        the worker stopping): the caller then writes them as usual.  Raises
+        LeaseLost, after the claimed tasks are in the buffer, for acks whose lease had
+        ended."""
+        with self._lock:
+            return None if self._closed else self._hand_on(tasks, kept)
+
+    def _hand_on(self, tasks: list[Task], kept: list[Kept | None]) -> int | None:
         queue = tasks[0].queue
         if any(task.queue != queue for task in tasks):
             return None
