@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from shardq.core import sqlfiles
 from shardq.ops.claims import LISTED
@@ -151,16 +152,9 @@ def test_a_pause_that_ended_holds_up_no_claim(big: psycopg.Connection[Any],
 
 
 def test_claim_generic_plan(big: psycopg.Connection[Any]) -> None:
-    text, names = numbered(composed(big, "claim"))
     big.execute("DEALLOCATE ALL")
-    big.execute("PREPARE claim_generic AS " + text)
-    big.execute("SET plan_cache_mode = force_generic_plan")
-    try:
-        args = ", ".join(psycopg.sql.Literal(PARAMS[n]).as_string(big) for n in names)
-        plan = explain(big, f"EXECUTE claim_generic({args})")
-    finally:
-        big.execute("RESET plan_cache_mode")
-        big.execute("DEALLOCATE claim_generic")
+    plan = explain_prepared(big, composed(big, "claim"), PARAMS, "claim_generic",
+                            generic=True)
     assert_pause_checked_once(plan)
     assert_bounded_range_scan(plan, "tasks_pkey", LIMIT)
 
@@ -183,9 +177,10 @@ def test_drivers_prepared_claim_uses_the_index(big: psycopg.Connection[Any]) -> 
         # Explained on a bucket the claims above left alone: the old versions of the rows
         # they claimed are no part of what a claim reads (PostgreSQL 14 visits them).
         fresh = {**params, "bucket": 6}
-        args = ", ".join(psycopg.sql.Literal(fresh[n]).as_string(big)
-                         for n in numbered(query.as_string(big))[1])
-        plan = explain(big, f"EXECUTE {name}({args})")
+        args = sql.SQL(", ").join(sql.Literal(fresh[n])
+                                  for n in numbered(query.as_string(big))[1])
+        plan = explain(big, sql.SQL("EXECUTE {}({})").format(sql.Identifier(name), args)
+                       .as_string(big))
     finally:
         big.execute("RESET plan_cache_mode")
     assert_bounded_range_scan(plan, "tasks_pkey", LIMIT)
@@ -209,18 +204,8 @@ def test_janitor_statements_read_their_partial_index(big: psycopg.Connection[Any
                     "AND id IN (SELECT id FROM shardq.tasks WHERE bucket = 3 AND "
                     "(status = 'locked' OR pending_head_start_s > 0) LIMIT 150)")
         for generic in (False, True):
-            text, names = numbered(composed(big, name))
-            if generic:
-                big.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-            statement = f"{name}_{int(generic)}"  # PREPARE outlives a rollback: unique names
-            big.execute(f"PREPARE {statement} AS " + text)
-            args = ", ".join(psycopg.sql.Literal(PARAMS[n]).as_string(big) for n in names)
-            with big.transaction():
-                row = big.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
-                                  f"EXECUTE {statement}({args})").fetchone()
-            big.execute(f"DEALLOCATE {statement}")
-            assert row is not None
-            plan = list(nodes(row[0][0]["Plan"]))
+            plan = explain_prepared(big, composed(big, name), PARAMS,
+                                    f"{name}_{int(generic)}", generic=generic)
             scan = [n for n in plan if n.get("Index Name") == index]
             assert scan, [n["Node Type"] for n in plan]
             # The attempts' record looks workers up in shardq.workers, one row per worker
@@ -265,20 +250,8 @@ def test_settling_a_batch_probes_each_task(stale: psycopg.Connection[Any], name:
     params = {**PARAMS, **held(big, 100), "errors": [None] * 100, "retry_in_s": [None] * 100,
               "dead": [False] * 100, "by_s": [30.0] * 100, "run_ats": [None] * 100,
               "delays_s": [0.0] * 100, "outcome": "released"}
-    text, names = numbered(composed(big, name, None))
-    statement = f"settle_{name}_{int(generic)}"
-    big.execute(f"PREPARE {statement} AS " + text)
-    args = ", ".join(psycopg.sql.Literal(params[n]).as_string(big) for n in names)
-    try:
-        with big.transaction(force_rollback=True):
-            if generic:
-                big.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-            row = big.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
-                              f"EXECUTE {statement}({args})").fetchone()
-    finally:
-        big.execute(f"DEALLOCATE {statement}")
-    assert row is not None
-    plan = list(nodes(row[0][0]["Plan"]))
+    plan = explain_prepared(big, composed(big, name, None), params,
+                            f"settle_{name}_{int(generic)}", generic=generic)
     kinds = [n["Node Type"] for n in plan]
     assert "Seq Scan" not in kinds
     # A durable task's checkpoints, deleted with it, may be found through a bitmap of
