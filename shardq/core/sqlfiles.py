@@ -10,6 +10,7 @@ statement with different identifiers in it is a :class:`Part` where it is used.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib import resources
@@ -132,6 +133,19 @@ def _fragment(file: str | Part, dialect: str, bucket: str, limit: int | None,
                  literals=literals, fragment=True)
 
 
+_QUALIFIED_BUCKET = re.compile(r"\b(\w+)\.\{bucket\}")
+
+
+def bucket_of(bucket: str, alias: str | None = None) -> sql.Composable:
+    """A task row's bucket as a statement names it: the layout's bucket column
+    ``bucket``, qualified by the row's table ``alias`` (a word of the statement's own
+    text, kept as written) if given.  Every statement's bucket is written here, so
+    that a layout whose bucket is an expression of the id (see docs/design.md,
+    "Changing the bucket count") changes this function alone."""
+    column = sql.Identifier(bucket)
+    return column if alias is None else sql.Composed([sql.SQL(alias), sql.SQL("."), column])
+
+
 @lru_cache(maxsize=512)
 def query(name: str, dialect: str, bucket: str, limit: int | None = None, *,
           fragments: Names = (), identifiers: Identifiers = (), literals: Literals = (),
@@ -153,8 +167,13 @@ def query(name: str, dialect: str, bucket: str, limit: int | None = None, *,
         **{placeholder: sql.Identifier(*names) for placeholder, names in identifiers},
         **{placeholder: sql.Literal(int(value)) for placeholder, value in literals}}
     parts.update((p, v) for p, v in values.items() if "{" + p + "}" in source)
+    # A row's bucket, bare or qualified by its table's alias (``t.{bucket}``), is
+    # written by bucket_of alone.
+    aliases = set(_QUALIFIED_BUCKET.findall(source))
+    source = _QUALIFIED_BUCKET.sub(lambda m: "{bucket_of_" + m[1] + "}", source)
+    parts.update(("bucket_of_" + alias, bucket_of(bucket, alias)) for alias in aliases)
     if "{bucket}" in source:
-        parts["bucket"] = sql.Identifier(bucket)
+        parts["bucket"] = bucket_of(bucket)
     if "{limit}" in source:
         if limit is None:
             raise ValueError(f"query {name!r} needs a limit")
