@@ -59,6 +59,15 @@ def wait_for(check: Callable[[], bool], timeout: float = 60, interval: float = 0
         time.sleep(interval)
 
 
+def wait_for_lock_wait(conn: psycopg.Connection[Any], timeout: float = 10) -> None:
+    """Return once a session of ``conn``'s database waits on a lock (a row lock, or a
+    unique index entry of a transaction not yet committed)."""
+    wait_for(lambda: bool(scalar(conn, "SELECT count(*) FROM pg_stat_activity "
+                                       "WHERE datname = current_database() "
+                                       "AND wait_event_type = 'Lock'")),
+             timeout=timeout, interval=0.02, what="a session to wait on a lock")
+
+
 def in_threads(*calls: Callable[[], object]) -> list[BaseException]:
     """Run each call in a thread of its own, all at once; once all ended, what they raised."""
     errors: list[BaseException] = []

@@ -9,8 +9,8 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from tests.apps import limited
 from tests.clients import Blocking, open_client
 from tests.conftest import Databases
 from tests.daemons import Daemon
-from tests.helpers import query, scalar, wait_for
+from tests.helpers import query, scalar, wait_for, wait_for_lock_wait
 
 pytestmark = [pytest.mark.server, pytest.mark.both_clients, pytest.mark.behaviour]
 
@@ -155,13 +155,7 @@ def test_a_claim_that_loses_a_slot_to_a_concurrent_one_keeps_the_ack(
         hand = threading.Thread(target=lambda: results.append(client.ack_and_claim(
             [done], Q, bucket, control=control, limit=2)))
         hand.start()
-        for _ in range(500):
-            waiting = connect.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND wait_event_type = 'Lock'").fetchone()
-            if waiting and waiting[0]:
-                break
-            time.sleep(0.02)
+        wait_for_lock_wait(connect)
         rival.commit()
         hand.join()
     (handed,) = results
@@ -171,6 +165,30 @@ def test_a_claim_that_loses_a_slot_to_a_concurrent_one_keeps_the_ack(
     assert client.get(done.id) is None
     assert slots(connect) == {rival_task: 2}
 
+@contextmanager
+def capped_worker(databases: Databases, url: str, tasks: int, seconds: float
+                  ) -> Iterator[tuple[str, Daemon]]:
+    """tests.apps.limited's ``capped`` queue on ``url`` under ``max_running=1``, with
+    ``tasks`` runs of ``seconds`` enqueued, and one ``shardq consume`` of 8 handler slots
+    on it (stopped at the end if still running); yields the database's direct URL and
+    the daemon."""
+    direct = databases.direct(url)
+    with psycopg.connect(direct, autocommit=True) as conn:
+        conn.execute(limited.SETUP)
+    with shardq.Client(url) as c:
+        c.set_limits("capped", max_running=1, create=True)
+        limited.app.use_client(c)
+        limited.capped.enqueue_many([(n, seconds) for n in range(tasks)])
+    env = {**os.environ, "SHARDQ_DSN": url, "LIMITED_LOG_DSN": direct,
+           "PYTHONPATH": str(ROOT)}
+    daemon = Daemon(env, "tests.apps.limited:app", "--queue", "capped", "--concurrency", "8",
+                    "--no-sample-stats")
+    try:
+        yield direct, daemon
+    finally:
+        if daemon.proc.poll() is None:
+            daemon.stop()
+
 
 @pytest.mark.blocking_client
 @pytest.mark.timeout(120)
@@ -178,23 +196,9 @@ def test_a_worker_under_a_binding_limit_hands_every_slot_on(databases: Databases
     """One ``shardq consume`` of 8 handler slots under ``max_running=1``, on one bucket:
     after the first, every task was claimed by the transaction that acked the one
     before it."""
-    url = observed(databases)
-    direct = databases.direct(url)
-    with psycopg.connect(direct, autocommit=True) as conn:
-        conn.execute(limited.SETUP)
-    with shardq.Client(url) as c:
-        c.set_limits("capped", max_running=1, create=True)
-        limited.app.use_client(c)
-        limited.capped.enqueue_many([(n, 0.02) for n in range(8)])
-    env = {**os.environ, "SHARDQ_DSN": url, "LIMITED_LOG_DSN": direct,
-           "PYTHONPATH": str(ROOT)}
-    daemon = Daemon(env, "tests.apps.limited:app", "--queue", "capped", "--concurrency", "8",
-                    "--no-sample-stats")
-    try:
+    with capped_worker(databases, observed(databases), 8, 0.02) as (direct, _):
         wait_for(lambda: scalar(direct, "SELECT count(*) = 0 FROM shardq.tasks"), timeout=60,
                  what="the queue to drain")
-    finally:
-        daemon.stop()
     runs = [row[0] for row in query(direct, "SELECT task_id FROM limited_runs "
                                             "ORDER BY started_at")]
     assert len(runs) == 8
@@ -212,21 +216,9 @@ def test_a_worker_stopped_under_a_binding_limit_leaves_no_task_locked(
     grace and its outcome is written, but no successor is claimed into a worker that
     stops (it would stay locked, unrun, until its lease ran out)."""
     url = databases.create(bucket_count=1)
-    direct = databases.direct(url)
-    with psycopg.connect(direct, autocommit=True) as conn:
-        conn.execute(limited.SETUP)
-    with shardq.Client(url) as c:
-        c.set_limits("capped", max_running=1, create=True)
-        limited.app.use_client(c)
-        limited.capped.enqueue_many([(n, 1.0) for n in range(4)])
-    env = {**os.environ, "SHARDQ_DSN": url, "LIMITED_LOG_DSN": direct,
-           "PYTHONPATH": str(ROOT)}
-    daemon = Daemon(env, "tests.apps.limited:app", "--queue", "capped", "--concurrency", "4",
-                    "--no-sample-stats")
-    try:
+    with capped_worker(databases, url, 4, 1.0) as (direct, daemon):
         wait_for(lambda: scalar(direct, "SELECT count(*) FROM limited_runs") == 1,
                  timeout=60, what="the first task to start")
-    finally:
         code = daemon.stop()
     assert code == 0, daemon.output
     assert scalar(direct, "SELECT count(*) FROM limited_runs WHERE ended_at IS NULL") == 0

@@ -4,7 +4,6 @@ turns, rates spread evenly, and capacity that comes back whatever ends a task.""
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from typing import Any
 
@@ -16,6 +15,7 @@ from shardq import Limits, Rate
 from shardq.core import validate
 from shardq.text import limits
 from tests.clients import Blocking
+from tests.helpers import wait_for_lock_wait
 
 pytestmark = [pytest.mark.server, pytest.mark.both_clients, pytest.mark.behaviour]
 
@@ -307,13 +307,7 @@ def test_a_claim_that_lost_its_slot_to_a_concurrent_one_says_so(
             Q, second.bucket, after=None, control=client.limits(Q), limit=1)))
         claim.start()
         # The claim chose slot 1 too and waits on the unique index for the rival.
-        for _ in range(500):
-            waiting = connect.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND wait_event_type = 'Lock'").fetchone()
-            if waiting and waiting[0]:
-                break
-            time.sleep(0.02)
+        wait_for_lock_wait(connect)
         rival.commit()
         claim.join()
     (turn,) = turns
