@@ -3,6 +3,7 @@ processes on the test server, the report and the suite's section; nothing about 
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from bench.flow import run as flow
 from bench.flow.__main__ import main as flow_main
 from bench.suite import report
 from bench.suite.settings import quick_settings
+from tests.conftest import ROOT
 
 
 def test_the_standalone_entry_writes_its_report(server_url: str, tmp_path: Path) -> None:
@@ -46,3 +48,28 @@ def test_the_other_measurements_record_every_arm_and_the_limit_held(server_url: 
     assert "## 13. Flow control" in section
     assert "drain with limits that never bind" in section
     assert flow_report.section([], quick_settings()) == []
+
+
+def test_the_binding_limit_runs_beside_an_earlier_tree_whose_workers_run_its_code(
+        server_url: str, tmp_path: Path) -> None:
+    """``--base DIR``: the binding measurement runs this tree and the one in DIR in turn,
+    and DIR's run is made by DIR's shardq, its worker processes included (each import
+    of the copy's package leaves a mark)."""
+    base = tmp_path / "base"
+    for part in ("shardq", "sql"):
+        shutil.copytree(ROOT / part, base / part,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    with (base / "shardq" / "__init__.py").open("a", encoding="utf-8") as init:
+        init.write(f"\nimport os as _os\nopen(_os.path.join({str(marks)!r}, "
+                   "str(_os.getpid())), 'w').close()\n")
+    records: list[dict[str, object]] = []
+    flow.measure(flow.QUICK, 1, server_url, records, ("binding",), base)
+    arms = [str(r["arm"]) for r in records if r["kind"] == "binding"]
+    assert arms == ["this tree", f"base ({base})"]
+    # The base run's runner, the `shardq consume` it started and its worker processes.
+    assert len(list(marks.iterdir())) >= 2 + flow.BINDING["processes"]
+    text = "\n".join(flow_report.body(records, quick=True, notes=False))
+    assert f"--base {base}`" in text
+    assert "÷ base" in text
