@@ -4,7 +4,7 @@ Claims are ordered within a bucket, not across buckets.  For each bucket count B
 and claimer count C, a fresh database gets N tasks with distinct exec_time 1 ms
 apart (as ``enqueue(run_at=...)`` places a past run_at; written by one INSERT), and
 C threads drain them exactly as the daemon's claimers do: each has its own
-``shardq.worker.claimer.Schedule`` over the B buckets, offsets ``base + i*B//C``,
+``shardq.worker.schedule.Schedule`` over the B buckets, offsets ``base + i*B//C``,
 cool-downs on empty buckets, ``claim_bucket(limit=L)`` then ``ack_many``.  A shared
 counter numbers the tasks as each claim returns (a batch in exec_time order).
 
@@ -35,7 +35,7 @@ import psycopg
 
 import shardq
 from bench import harness
-from shardq.worker.claimer import Schedule
+from shardq.worker.schedule import Schedule
 
 Q = "order"
 POLL_MAX_S = 1.0  # the daemon's default --poll-max-ms

@@ -17,10 +17,11 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
 import shardq
 from shardq.core.config import ClientConfig
-from shardq.worker.claimer import FIRST_COOLDOWN_S, Schedule, claim_size
+from shardq.worker.claimer import claim_size
 from shardq.worker.config import WorkerConfig
 from shardq.worker.daemon import Worker
 from shardq.worker.metrics import Metrics
+from shardq.worker.schedule import FIRST_COOLDOWN_S, Schedule
 from tests.chaos.proxy import Proxy
 from tests.conftest import Databases
 from tests.helpers import query, wait_for, worker_for

@@ -33,7 +33,7 @@ from shardq.loops.periodic import PeriodicLoop, register
 from shardq.loops.vacuum import Vacuumer
 from shardq.worker.alarms import Alarms
 from shardq.worker.buffer import Buffer
-from shardq.worker.claimer import Claimer, ClaimSizes, Schedule
+from shardq.worker.claimer import Claimer, ClaimSizes
 from shardq.worker.completer import Completer, Outcome
 from shardq.worker.config import WorkerConfig
 from shardq.worker.controls import Controls
@@ -43,6 +43,7 @@ from shardq.worker.metrics import Metrics
 from shardq.worker.notifier import Listener
 from shardq.worker.observe import MeteredJanitor, MeteredResolver, StatsSampler
 from shardq.worker.presence import Presence
+from shardq.worker.schedule import Schedule
 from shardq.worker.slots import Slots, ThreadSlots
 from shardq.worker.successors import Successors
 
