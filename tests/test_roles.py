@@ -300,24 +300,30 @@ def test_a_role_without_grants_is_told_who_may_grant_them(roles: Roles) -> None:
         "schema already at revision")
 
 
+def granted(statement: str, role: str) -> str:
+    """``statement`` as shardq prints it for ``role``: the role quoted as an identifier
+    where ``{}`` stands."""
+    return sql.SQL(statement).format(sql.Identifier(role)).as_string(None)
+
+
 def test_the_grants_print_as_sql(roles: Roles) -> None:
     worker, owner = roles.names["worker"], roles.names["owner"]
     printed = shardq_cli("migrate", "--grants", worker, "--sql", dsn=roles.urls["owner"]).stdout
-    assert f'GRANT INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA shardq TO "{worker}";' \
-        in printed
-    assert f'ALTER DEFAULT PRIVILEGES FOR ROLE "{owner}" IN SCHEMA shardq' in printed
+    assert granted("GRANT INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA shardq TO {};",
+                   worker) in printed
+    assert granted("ALTER DEFAULT PRIVILEGES FOR ROLE {} IN SCHEMA shardq", owner) in printed
     read_only = shardq_cli("migrate", "--grants", worker, "--read-only", "--sql",
                            dsn=roles.urls["owner"]).stdout
-    assert f'GRANT SELECT ON ALL TABLES IN SCHEMA shardq TO "{worker}";' in read_only
+    assert granted("GRANT SELECT ON ALL TABLES IN SCHEMA shardq TO {};", worker) in read_only
     # It writes only the dashboard's own records: its sessions and the audit trail.
     writes = [line for line in read_only.splitlines() if "INSERT" in line]
     assert writes == [
-        f'GRANT INSERT, UPDATE, DELETE ON TABLE shardq.sessions TO "{worker}";',
-        f'GRANT INSERT ON TABLE shardq.audit TO "{worker}";']
+        granted("GRANT INSERT, UPDATE, DELETE ON TABLE shardq.sessions TO {};", worker),
+        granted("GRANT INSERT ON TABLE shardq.audit TO {};", worker)]
     assert "MAINTAIN" not in read_only
     spark = shardq_cli("migrate", "--grants", worker, "--spark", "--sql",
                        dsn=roles.urls["owner"]).stdout
-    assert f'GRANT CREATE ON SCHEMA shardq TO "{worker}";' in spark
+    assert granted("GRANT CREATE ON SCHEMA shardq TO {};", worker) in spark
     # Printed, not run: the worker still may not create in the schema.
     assert scalar(roles.admin, "SELECT has_schema_privilege(%s, 'shardq', 'CREATE')",
                   (worker,)) is False
