@@ -92,6 +92,15 @@ class Feeds(Protocol):
         """Give back tasks that waited in the buffer too long."""
 
 
+def buffer_room(feeds: Feeds, sizes: ClaimSizes) -> tuple[int, int]:
+    """How many tasks ``feeds``' buffer should hold now, and the room left under that.
+    The buffer itself is unbounded so a put never blocks; what claims it keeps near the
+    handlers' demand, at most ``sizes.capacity``, less the tasks it holds and the
+    outcomes the completer has yet to write (see Completer.lag)."""
+    target = min(sizes.capacity, feeds.demand())
+    return target, target - feeds.buffer.qsize() - feeds.lag()
+
+
 def deliver(feeds: Feeds, queue: str, tasks: list[Task], limit: int, lease_s: float,
             sent: float, began: int) -> None:
     """Put ``tasks`` just claimed from ``queue`` (by a claim of at most ``limit``, sent
@@ -156,11 +165,8 @@ class Claimer(Loop[Claimed]):
         stale = self.buffer.take_older_than(sizes.max_wait_s)
         if stale:  # the handlers are slower than the demand assumed: let others run these
             self.feeds.give_back_waiting(stale)
-        # The buffer itself is unbounded so a put never blocks; claimers keep it near the
-        # demand, at most ``capacity`` (concurrent claimers may overshoot by a batch each),
-        # less the completer's lag (see Completer.lag).
-        target = min(sizes.capacity, self.feeds.demand())
-        room = target - self.buffer.qsize() - self.feeds.lag()
+        # Concurrent claimers may overshoot the target by a batch each.
+        target, room = buffer_room(self.feeds, sizes)
         # Wait for room for a whole batch (or half the target) while the buffer still
         # feeds the handlers: claiming whatever room a single finished task made would
         # mean one tiny claim per task.

@@ -25,7 +25,14 @@ from shardq.core.errors import LeaseLost
 from shardq.core.task import Task
 from shardq.ops import handover
 from shardq.ops.results import Kept
-from shardq.worker.claimer import ClaimSizes, Feeds, claim_size, deliver, observe_waits
+from shardq.worker.claimer import (
+    ClaimSizes,
+    Feeds,
+    buffer_room,
+    claim_size,
+    deliver,
+    observe_waits,
+)
 
 
 class Successors:
@@ -65,7 +72,7 @@ class Successors:
         control = feeds.controls.get(queue)
         if not control.awaited or control.grouped:
             return None
-        room = min(sizes.capacity, feeds.demand()) - feeds.buffer.qsize() - feeds.lag()
+        _, room = buffer_room(feeds, sizes)
         if room < 1:  # the claimers' own rule: no claim past what the handlers want
             return None
         limit = claim_size(min(len(tasks), room), sizes.batch)
