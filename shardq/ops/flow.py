@@ -114,15 +114,21 @@ class Control:
         """Whether claims of the queue go through :func:`claim_turn`."""
         return self.grouped or self.limits.any
 
+    @property
+    def running_limits(self) -> list[tuple[int, int]]:
+        """Each running limit set (``max_running``, ``max_running_per_group``) with the
+        running tasks it counted when this was read (the queue's; the busiest group's)."""
+        pairs = ((self.limits.max_running, self.running),
+                 (self.limits.max_running_per_group, self.running_most_group))
+        return [(limit, running) for limit, running in pairs if limit is not None]
+
     @cached_property  # asked for every outcome a worker writes: computed once per read
     def awaited(self) -> bool:
         """Whether claims may be waiting for the slots its running tasks hold: a running
         limit (``max_running``, or per group) of at most :data:`LISTED_SLOTS`, or one
         that was at least half used when this was read (a higher limit seldom binds)."""
-        most, per_group = self.limits.max_running, self.limits.max_running_per_group
-        return any(limit is not None and (limit <= LISTED_SLOTS or 2 * running >= limit)
-                   for limit, running in ((most, self.running),
-                                          (per_group, self.running_most_group)))
+        return any(limit <= LISTED_SLOTS or 2 * running >= limit
+                   for limit, running in self.running_limits)
 
 
 @dataclass(frozen=True)
@@ -338,11 +344,7 @@ def draws(control: Control, size: int) -> int:
     whatever the share, a never-binding ``max_running`` claimed and acked at 0.79x of no
     limit, and at 0.86x so.  A claim that draws too few (the share grew since
     ``control`` was read) takes fewer tasks."""
-    used = 0.0
-    for limit, running in ((control.limits.max_running, control.running),
-                           (control.limits.max_running_per_group, control.running_most_group)):
-        if limit:
-            used = max(used, running / limit)
+    used = max((running / limit for limit, running in control.running_limits), default=0.0)
     free = max(MIN_FREE_SHARE, round(1.0 - used, 6))  # rounded: 1 - 0.8 is 0.1999…
     return math.ceil(size / free) + DRAWN_SPARE
 
