@@ -13,6 +13,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from shardq import Control, Task
+from shardq.core.task import TaskId
 from tests.clients import Blocking, open_client
 from tests.conftest import Databases
 from tests.handover_kit import observed, transaction
@@ -54,14 +56,21 @@ def slots(conn: psycopg.Connection[Any]) -> dict[Any, int]:
     return {task_id: slot for task_id, slot in rows}
 
 
+def running(client: Blocking, enqueued: int, claimed: int
+            ) -> tuple[Control, list[TaskId], list[Task]]:
+    """``Q`` under ``max_running=2`` with ``enqueued`` tasks, ``claimed`` of them claimed:
+    its control as a worker reads it, the ids enqueued and the tasks claimed."""
+    client.set_limits(Q, max_running=2, create=True)
+    ids = client.enqueue_many(Q, [{"n": n} for n in range(enqueued)])
+    control = client.limits(Q)
+    turn = client.claim_turn(Q, BUCKET, after=None, control=control, limit=claimed)
+    return control, ids, turn.tasks
+
+
 def test_the_freed_slot_goes_to_the_successor_in_the_acks_own_transaction(
         client: Blocking, connect: psycopg.Connection[Any]) -> None:
-    client.set_limits(Q, max_running=2, create=True)
-    client.enqueue_many(Q, [{"n": n} for n in range(5)])
-    bucket = BUCKET
-    control = client.limits(Q)
-    first, second = client.claim_turn(Q, bucket, after=None, control=control, limit=2).tasks
-    handed = client.ack_and_claim([first], Q, bucket, control=control, limit=2)
+    control, _, (first, second) = running(client, 5, 2)
+    handed = client.ack_and_claim([first], Q, BUCKET, control=control, limit=2)
     assert handed.lost == []
     # One slot was freed, so one successor, in that very slot; the limit held.
     [successor] = handed.turn.tasks
@@ -77,15 +86,11 @@ def test_the_freed_slot_goes_to_the_successor_in_the_acks_own_transaction(
 
 def test_a_lost_lease_is_reported_and_the_rest_is_acked_and_handed_on(
         client: Blocking, connect: psycopg.Connection[Any]) -> None:
-    client.set_limits(Q, max_running=2, create=True)
-    client.enqueue_many(Q, [{"n": n} for n in range(5)])
-    bucket = BUCKET
-    control = client.limits(Q)
-    stale, kept = client.claim_turn(Q, bucket, after=None, control=control, limit=2).tasks
+    control, _, (stale, kept) = running(client, 5, 2)
     # Another claim took the stale task over (its lease token moved on).
     connect.execute("UPDATE shardq.tasks SET lease_token = gen_random_uuid() WHERE id = %s",
                     (stale.id,))
-    handed = client.ack_and_claim([stale, kept], Q, bucket, control=control, limit=2)
+    handed = client.ack_and_claim([stale, kept], Q, BUCKET, control=control, limit=2)
     assert handed.lost == [stale.id]
     assert client.get(kept.id) is None  # acked: the failed one did not undo it
     assert client.get(stale.id) is not None
@@ -98,11 +103,7 @@ def test_a_lost_lease_is_reported_and_the_rest_is_acked_and_handed_on(
 def test_a_claim_that_loses_a_slot_to_a_concurrent_one_keeps_the_ack(
         client: Blocking, one_bucket: str, databases: Databases,
         connect: psycopg.Connection[Any]) -> None:
-    client.set_limits(Q, max_running=2, create=True)
-    ids = client.enqueue_many(Q, [{"n": n} for n in range(6)])
-    bucket = BUCKET
-    control = client.limits(Q)
-    [done] = client.claim_turn(Q, bucket, after=None, control=control, limit=1).tasks
+    control, ids, [done] = running(client, 6, 1)
     rival_task = next(i for i in ids if i != done.id)
     results: list[Any] = []
     # A rival claim takes slot 2 for another task and has not committed yet: the
@@ -112,7 +113,7 @@ def test_a_claim_that_loses_a_slot_to_a_concurrent_one_keeps_the_ack(
         rival.execute("UPDATE shardq.tasks SET status = 'locked', slot = 2 WHERE id = %s",
                       (rival_task,))
         hand = threading.Thread(target=lambda: results.append(client.ack_and_claim(
-            [done], Q, bucket, control=control, limit=2)))
+            [done], Q, BUCKET, control=control, limit=2)))
         hand.start()
         wait_for_lock_wait(connect)
         rival.commit()
