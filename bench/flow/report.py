@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from bench.flow.run import ARMS, BINDING, RATE, SCENARIO
+from bench.flow.run import ARMS, BINDING, RATE, SCENARIO, THIS_TREE
 from bench.harness import markdown_table
 from bench.suite.settings import Settings
 from bench.suite.stats import fmt_ratio, med, paired_ratio, select
@@ -18,7 +18,6 @@ NOTES = Path(__file__).resolve().parent / "notes.md"  # the last full run's diag
 OVERHEAD_GOAL = 0.9
 BINDING_TARGET = BINDING["max_running"] / BINDING["task_s"]
 BINDING_TOLERANCE = 0.1
-THIS_TREE = "this tree"  # the binding runs' arm of the tree being measured
 RATE_TOLERANCE = 0.1
 FAIRNESS_GOAL_S = 2.0
 BASE, NEVER = "no limits", "limits that never bind"
@@ -59,7 +58,7 @@ def _binding(records: list[Record], quick: bool) -> list[str]:
     rs = select(records, SCENARIO, kind="binding")
     if not rs:
         return []
-    now = [r for r in rs if r.get("arm", THIS_TREE) == THIS_TREE]
+    now = [r for r in rs if not _of_base(r)]
     rows = [[r.get("arm", THIS_TREE), r.get("rep", 0) + 1, r["tasks"], r["elapsed_s"],
              r["rate"], r["steady_rate"], fmt_ratio(r["rate"] / BINDING_TARGET),
              _per_base(r, rs), r["max_running_seen"], r["slots_held_mean"],
@@ -90,13 +89,18 @@ def _binding(records: list[Record], quick: bool) -> list[str]:
                             "handler ms / task"], rows), ""]
 
 
+def _of_base(r: Record) -> bool:
+    """Whether binding run ``r`` was the base tree's (runs before there was one were
+    this tree's)."""
+    return bool(r.get("arm", THIS_TREE) != THIS_TREE)
+
+
 def _per_base(r: Record, rs: list[Record]) -> str:
     """This tree's run ``r`` over the base tree's run of its repetition ("" for a base
     run, or without one)."""
-    if r.get("arm", THIS_TREE) != THIS_TREE:
+    if _of_base(r):
         return ""
-    base = [b for b in rs if b.get("arm", THIS_TREE) != THIS_TREE
-            and b.get("rep") == r.get("rep")]
+    base = [b for b in rs if _of_base(b) and b.get("rep") == r.get("rep")]
     return fmt_ratio(r["rate"] / base[0]["rate"]) if base and base[0]["rate"] else ""
 
 
@@ -155,7 +159,7 @@ def targets(records: list[Record]) -> list[list[object]]:
         out.append([f"drain with limits that never bind ≥ {OVERHEAD_GOAL}x no limits",
                     fmt_ratio(ratio), _verdict(ratio >= OVERHEAD_GOAL, ratio)])
     for r in select(records, SCENARIO, kind="binding"):
-        if r.get("arm", THIS_TREE) != THIS_TREE:  # the base tree is not judged
+        if _of_base(r):  # the base tree is not judged
             continue
         off = abs(r["rate"] / BINDING_TARGET - 1)
         out.append([f"binding max_running={BINDING['max_running']}: within "

@@ -48,6 +48,8 @@ ARMS: dict[str, dict[str, Any]] = {
 }
 BINDING = {"max_running": 8, "processes": 3, "concurrency": 16, "task_s": 0.05}
 RATE = shardq.Rate(50, 1)
+THIS_TREE = "this tree"
+"""The binding runs' arm of the tree being measured (beside a ``base`` one)."""
 KINDS = ("overhead", "binding", "rate", "fairness")
 
 
@@ -111,7 +113,7 @@ def binding(dbs: harness.Databases, sizes: Sizes, records: list[Record],
     """Measurement 2: a binding max_running under more handler slots than it allows;
     with ``base`` (an export of an earlier tree's ``shardq`` and ``sql``), ``reps`` runs
     of each tree, alternating in a rotating order."""
-    trees: list[tuple[str, Path | None]] = [("this tree", None)]
+    trees: list[tuple[str, Path | None]] = [(THIS_TREE, None)]
     if base is not None:
         trees.append((f"base ({base})", base.resolve()))
     for rep in range(reps if base is not None else 1):
