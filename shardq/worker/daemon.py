@@ -136,12 +136,11 @@ class Worker:
         count = self.config.claimers
         targets = [(q, b) for b in range(self.client.bucket_count) for q in queues]
         base = random.randrange(len(targets))
-        sizes = self.sizes
         return [Claimer(f"shardq-claimer-{i}", self,
                         Schedule(targets, base + i * len(targets) // count,
                                  self.config.poll_max_ms / 1000, share=count,
                                  listening=self.listener is not None,
-                                 coalesce_s=self.config.coalesce_ms / 1000), sizes)
+                                 coalesce_s=self.config.coalesce_ms / 1000), self.sizes)
                 for i in range(count)]
 
     def demand(self) -> int:

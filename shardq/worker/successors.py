@@ -65,12 +65,14 @@ class Successors:
             return None if self._closed else self._hand_on(tasks, kept)
 
     def _hand_on(self, tasks: list[Task], kept: list[Kept | None]) -> int | None:
-        queue = tasks[0].queue
-        if any(task.queue != queue for task in tasks):
-            return None
         feeds, sizes = self.feeds, self.sizes
+        queue = tasks[0].queue
+        # Every ack of a worker comes here: a queue whose slots nobody waits for (the
+        # usual case) is told apart first, before its batch is walked.
         control = feeds.controls.get(queue)
         if not control.awaited or control.grouped:
+            return None
+        if any(task.queue != queue for task in tasks):
             return None
         _, room = buffer_room(feeds, sizes)
         if room < 1:  # the claimers' own rule: no claim past what the handlers want
