@@ -150,7 +150,9 @@ def _buffers(node: Plan) -> int:
     return int(node["Shared Hit Blocks"] + node["Shared Read Blocks"])
 
 
-CLAIM_PARAMS = {"bucket": 3, "lease_s": 30.0, "worker_id": None, "token": uuid.uuid4()}
+# generation 0: the layout of a schema as the migrations make it (claims check it).
+CLAIM_PARAMS = {"bucket": 3, "lease_s": 30.0, "worker_id": None, "token": uuid.uuid4(),
+                "generation": 0}
 ENQUEUE_PARAMS = {"payload": Jsonb({"n": 0}), "run_at": None, "delay_s": None, "priority": 0,
                   "max_attempts": 10, "notify": True, "id": uuid.uuid4(), "group": None,
                   "trace_context": None}  # each EXPLAIN is rolled back: one id serves

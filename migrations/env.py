@@ -19,7 +19,8 @@ from sqlalchemy import Connection, Engine, create_engine, pool, text
 
 from shardq.core import dialect
 from shardq.core.boundary import normalize_dsn
-from shardq.core.config import DEFAULT_BUCKET_COUNT, MAX_BUCKET_COUNT
+from shardq.core.config import DEFAULT_BUCKET_COUNT
+from shardq.core.rules import MAX_BUCKET_COUNT
 
 VERSION_TABLE = "shardq_alembic_version"
 

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Callable
 from typing import Any, TypeVar
+
+import psycopg
 
 from shardq.api import Operations, resolve
 from shardq.api.operation import AsyncRunner
 from shardq.core import embedded
 from shardq.core.adb import AsyncDatabase
+from shardq.core.boundary import first_contact_error
 from shardq.core.clock import Clock
 from shardq.core.config import ClientConfig
 from shardq.core.errors import SchemaNotReady
 from shardq.core.plan import Plan
+from shardq.ops import reshard
+from shardq.ops.reshard import ReshardStatus, Step
 
 T = TypeVar("T")
 
@@ -60,10 +67,51 @@ class AsyncClient(Operations, AsyncRunner):
         with plan.around:  # a span's bounds: nothing in it blocks
             return await self.db.perform(plan)
 
+    async def follow_layout(self) -> None:
+        """Re-read the schema's layout if it is due (see :class:`AsyncRunner`)."""
+        if self.db is None:
+            raise RuntimeError("the AsyncClient is not open: use `async with` or open()")
+        await self.db.follow_layout()
+
     async def close(self) -> None:
         """Release the client's connections."""
         if self.db is not None:
             await self.db.close()
+
+    async def reshard(self, bucket_count: int, *,
+                      on_step: Callable[[Step], object] | None = None,
+                      stop: asyncio.Event | None = None) -> ReshardStatus:
+        """:meth:`shardq.Client.reshard`, awaited: the steps run on an asyncio
+        connection of their own, and the waits between them are the event loop's."""
+        stop = stop or asyncio.Event()
+        st = self.statements
+        db = self.db
+        assert db is not None  # statements are set once it is open
+        reshard.require_session(db.transaction_pooled)
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                db.dsn, **reshard.session_options(self.config.connect_timeout_s))
+        except psycopg.Error as exc:
+            raise first_contact_error(exc, db.dsn) from exc
+        async with conn:
+            await self.perform(reshard.lock(st, conn))
+            try:
+                contended = 0
+                while not stop.is_set():
+                    done = await self.perform(reshard.step(st, bucket_count, conn))
+                    if on_step is not None:
+                        on_step(done)
+                    if done.switched:  # this client's own calls follow at once
+                        db.layout_watch.expire()
+                    if done.done:
+                        break
+                    contended = contended + 1 if done.contended else 0
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), reshard.pause_s(done, contended))
+            finally:  # a lost session gave its lock back already
+                if not conn.broken:
+                    await self.perform(reshard.unlock(st, conn))
+        return await self.perform(reshard.status(st))
 
     async def __aenter__(self) -> AsyncClient:
         return await self.open()

@@ -7,8 +7,10 @@
 -- A paused queue hands out nothing until its pause ends (paused_until passed, if set:
 -- no one needs to resume it): the check names no column of the row, so it is
 -- evaluated once per statement (an InitPlan on PostgreSQL, one probe of
--- shardq.queues' primary key), and when it fails the range is never read.
+-- shardq.queues' primary key), and when it fails the range is never read.  So is the
+-- layout's generation (layout_guard).
 {claim_range}
+      {layout_guard}
       AND NOT EXISTS (
           SELECT 1 FROM shardq.queues AS paused
           WHERE paused.name = %(queue)s AND paused.paused_at IS NOT NULL

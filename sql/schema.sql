@@ -72,6 +72,20 @@ CREATE TABLE shardq.flows (
     CONSTRAINT flows_kind_check CHECK ((kind = ANY (ARRAY['chain'::text, 'group'::text, 'chord'::text, 'graph'::text, 'batch'::text, 'spawn'::text])))
 );
 
+CREATE TABLE shardq.layout (
+    one boolean DEFAULT true NOT NULL,
+    bucket_count integer NOT NULL,
+    expression boolean DEFAULT false NOT NULL,
+    generation bigint DEFAULT 0 NOT NULL,
+    phase text DEFAULT 'done'::text NOT NULL,
+    target integer,
+    retired_count integer,
+    retired_expression boolean,
+    changed_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT layout_one CHECK (one),
+    CONSTRAINT layout_phase_check CHECK ((phase = ANY (ARRAY['done'::text, 'build'::text, 'switch'::text, 'retire'::text])))
+);
+
 CREATE TABLE shardq.periodic (
     name text NOT NULL,
     cron text,
@@ -217,7 +231,8 @@ CREATE TABLE shardq.workers (
     pid integer NOT NULL,
     queues text[] NOT NULL,
     started_at timestamp with time zone NOT NULL,
-    last_seen_at timestamp with time zone NOT NULL
+    last_seen_at timestamp with time zone NOT NULL,
+    generation bigint
 );
 
 ALTER TABLE ONLY shardq.attempts
@@ -234,6 +249,9 @@ ALTER TABLE ONLY shardq.flow_events
 
 ALTER TABLE ONLY shardq.flows
     ADD CONSTRAINT flows_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY shardq.layout
+    ADD CONSTRAINT layout_pkey PRIMARY KEY (one);
 
 ALTER TABLE ONLY shardq.periodic
     ADD CONSTRAINT periodic_pkey PRIMARY KEY (name);

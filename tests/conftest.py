@@ -10,6 +10,10 @@ front of the server (tests/pooler.py; the server on TCP: the embedded one is sta
 without ``SHARDQ_TEST_DSN``): the databases are created and migrated directly, and the
 tests reach them through PgBouncer.  ``pytest -m behaviour`` selects the API's
 behavioural tests, which must all pass so.
+
+``SHARDQ_TEST_RESHARDED=N`` reshards every database made with the default count to
+``N`` buckets once migrated (``shardq reshard``: the bucket is then an expression of
+the id, the stored column gone): the behavioural tests must all pass on that layout too.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from psycopg import sql
 import shardq
 from shardq.core import migrate
 from tests.clients import open_client
-from tests.helpers import with_dbname
+from tests.helpers import RESHARDED, with_dbname
 from tests.pooler import MODES, PgBouncer, pgbouncer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,21 +149,41 @@ class Databases:
         self.server_url = server_url
         self.pooler = pooler
         self.created: list[str] = []
+        self.templates: dict[int | None, str] = {}
 
     def _admin(self) -> psycopg.Connection[tuple[object, ...]]:
         return psycopg.connect(self.server_url, autocommit=True)
 
-    def create(self, *, migrated: bool = True, bucket_count: int | None = None) -> str:
-        """A new database's URL (through the pooler, if any), with the schema at head
-        unless ``migrated`` is False (migrated directly)."""
+    def _new(self, template: str | None = None) -> str:
         name = f"shardq_test_{uuid.uuid4().hex[:12]}"
+        statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+        if template is not None:
+            statement = sql.SQL("{} TEMPLATE {}").format(statement, sql.Identifier(template))
         with self._admin() as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            conn.execute(statement)
         self.created.append(name)
-        url = with_dbname(self.server_url, name)
-        if migrated:
+        return name
+
+    def _template(self, bucket_count: int | None) -> str:
+        """A database migrated to head (and resharded, under ``SHARDQ_TEST_RESHARDED``)
+        once per session and count, which :meth:`create` copies: a copy takes a
+        fraction of a migration, and the suite makes hundreds of databases."""
+        if bucket_count not in self.templates:
+            name = self._new()
+            url = with_dbname(self.server_url, name)
             with open(os.devnull, "w") as sink:
                 migrate.upgrade(url, bucket_count=bucket_count, output=sink)
+            if RESHARDED is not None and bucket_count is None:
+                with shardq.Client(url) as client:
+                    client.reshard(RESHARDED)
+            self.templates[bucket_count] = name
+        return self.templates[bucket_count]
+
+    def create(self, *, migrated: bool = True, bucket_count: int | None = None) -> str:
+        """A new database's URL (through the pooler, if any), with the schema at head
+        (a copy of the session's migrated template) unless ``migrated`` is False."""
+        url = with_dbname(self.server_url,
+                          self._new(self._template(bucket_count) if migrated else None))
         return url if self.pooler is None else self.pooler.url(url)
 
     def direct(self, url: str) -> str:

@@ -115,8 +115,16 @@ def live_rows_counted(conn: psycopg.Connection[Any], most: int) -> None:
     wait_for(counted, timeout=30, what=f"the statistics to count at most {most} live rows")
 
 
-def bucket_of(task_id: UUID, bucket_count: int = 16) -> int:
-    """The bucket PostgreSQL computes for ``task_id`` (the library's one formula)."""
+RESHARDED = int(os.environ.get("SHARDQ_TEST_RESHARDED") or 0) or None
+"""The bucket count every test database made with the default count is resharded to
+(``SHARDQ_TEST_RESHARDED``: see tests/conftest.py), or None."""
+TEST_BUCKETS = RESHARDED or 16
+"""The bucket count of such a database."""
+
+
+def bucket_of(task_id: UUID, bucket_count: int = TEST_BUCKETS) -> int:
+    """The bucket PostgreSQL computes for ``task_id`` (the library's one formula) in a
+    schema of ``bucket_count`` buckets (by default the test databases')."""
     bucket = POSTGRESQL.bucket_of(task_id, bucket_count)
     assert bucket is not None  # PostgreSQL's bucket is a function of the id alone
     return bucket

@@ -17,7 +17,7 @@ QUEUE = "bulk"
 
 PARAMS = {"bucket": 3, "queue": QUEUE, "now": None, "lease_s": 30.0, "token": uuid.uuid4(),
           "backoff_base_s": 1.0, "backoff_cap_s": 3600.0, "backoff_jitter": 0.2,
-          "worker_id": None, "attempts_kept": 20, "draws": 108}
+          "worker_id": None, "attempts_kept": 20, "draws": 108, "generation": 0}
 
 
 def numbered(query: str) -> tuple[str, list[str]]:
@@ -36,6 +36,14 @@ def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield plan
     for child in plan.get("Plans", []):
         yield from nodes(child)
+
+
+def past_layout_guard(plan: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A claim's nodes without its layout guard, which reads the one row of
+    shardq.layout once per statement (asserted here): what is left is the claim."""
+    guard = [n for n in plan if n.get("Relation Name") == "layout"]
+    assert all(n.get("Actual Loops", 1) <= 1 and n.get("Actual Rows", 1) <= 1 for n in guard)
+    return [n for n in plan if n.get("Relation Name") != "layout"]
 
 
 def explain(conn: psycopg.Connection[Any], sql_text: str,

@@ -39,6 +39,7 @@ STUDIES: dict[str, tuple[str, list[str], str]] = {
     "ordering": ("bench.ordering", [], "ordering-quick.md"),
     "otel_cost": ("bench.otel_cost", [], "otel_cost-quick.md"),
     "prefetch_split": ("bench.prefetch_split", [], "prefetch_split-quick.md"),
+    "reshard": ("bench.reshard", [], "reshard-quick.md"),
     "slot_engine": ("bench.slot_engine", ["--tree", str(ROOT)], "slot_engine-quick.md"),
     "soak": ("bench.soak", [], "soak-quick.md"),
     "spark insert": ("bench.spark.insert", ["--rows", "2000"], "spark_insert-quick.md"),

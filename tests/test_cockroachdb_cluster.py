@@ -137,7 +137,7 @@ def conn(url: str) -> Iterator[psycopg.Connection[Any]]:
 
 
 def test_layout_finds_the_shard_column(client: shardq.Client) -> None:
-    assert client.db.layout == Layout(COCKROACHDB, SHARD, BUCKETS)
+    assert client.db.layout == Layout(COCKROACHDB, SHARD, BUCKETS, tracked=True)
     assert client.dialect is COCKROACHDB
     assert client.bucket_count == BUCKETS
 
@@ -177,7 +177,7 @@ def test_every_revision_reruns_over_an_existing_schema(new_database: Callable[[]
     upgrade(url)
     with connect(url) as conn:
         assert scalar(conn, "SELECT version_num FROM shardq_alembic_version") == HEAD
-        assert read_layout(conn) == Layout(COCKROACHDB, SHARD, BUCKETS)
+        assert read_layout(conn) == Layout(COCKROACHDB, SHARD, BUCKETS, tracked=True)
 
 
 def test_downgrade_to_base_and_up_again(new_database: Callable[[], str]) -> None:
@@ -189,7 +189,7 @@ def test_downgrade_to_base_and_up_again(new_database: Callable[[], str]) -> None
     assert_schema_gone(url)
     upgrade(url)
     with connect(url) as conn:
-        assert read_layout(conn) == Layout(COCKROACHDB, SHARD, BUCKETS)
+        assert read_layout(conn) == Layout(COCKROACHDB, SHARD, BUCKETS, tracked=True)
         assert scalar(conn, "SELECT count(*) FROM shardq.tasks") == 0
 
 
@@ -491,3 +491,31 @@ def test_a_durable_task_parks_on_an_event_and_resumes(client: shardq.Client) -> 
     """A step checkpointed once, a park on an event (the event's row written under
     serializable isolation), the emit's wake-up, the replay, the checkpoints deleted."""
     durable_kit.a_durable_task_parks_and_resumes(client, "durable")
+
+
+# -- changing the bucket count (shardq.ops.reshard) ----------------------------------------------
+
+
+def test_a_reshard_up_and_down_keeps_every_task(new_database: Callable[[], str]) -> None:
+    """8 → 32 → 4 buckets: each layout's claim index is a hash-sharded secondary index
+    of the key's columns, whose shard column the claims name; every task is claimed
+    once, and the indexes of each retired layout are gone."""
+    url = new_database()
+    upgrade(url)
+    with shardq.Client(url) as client:
+        ids = set(client.enqueue_many("resharded", [{"n": n} for n in range(200)]))
+        status = client.reshard(32)
+        assert (status.bucket_count, status.phase) == (32, "done")
+        assert client.db.layout == Layout(COCKROACHDB, SHARD.replace("_8", "_32"), 32,
+                                           generation=1, tracked=True)
+        half = claim_all(client, "resharded", most=100)
+        assert client.reshard(4).phase == "done"
+        rest = claim_all(client, "resharded")
+        assert {t.id for t in half} | {t.id for t in rest} == ids
+        assert len(half) + len(rest) == len(ids)
+    with connect(url) as conn:
+        names = {r[0] for r in conn.execute(
+            "SELECT DISTINCT index_name FROM information_schema.statistics "
+            "WHERE table_schema = 'shardq' AND table_name = 'tasks'").fetchall()}
+    assert {"tasks_claim_4", "tasks_leases_4", "tasks_head_starts_4"} <= names
+    assert not names & {"tasks_claim_32", "tasks_leases_32", "tasks_leases", "tasks_head_starts"}

@@ -162,6 +162,23 @@ CRDB_QUERIES = (
     "session_touch",
     "sessions_end",
     "sessions_purge",
+    # the layout and a reshard's steps (shardq.core.boundary, shardq.ops.reshard)
+    "layout_read",
+    "layout_state",
+    "reshard_lock",
+    "reshard_unlock",
+    "reshard_begin",
+    "reshard_abandon",
+    "reshard_switch",
+    "reshard_retire",
+    "reshard_done",
+    "reshard_laggards",
+    "reshard_catalog",
+    "reshard_progress",
+    "reshard_claim_index",
+    "reshard_leases_index",
+    "reshard_head_starts_index",
+    "reshard_drop_index",
 )
 # Pieces spliced into other queries: the backoff expression, the placement rule and its
 # row sources, and the coalescing insert.
@@ -174,7 +191,7 @@ FRAGMENTS = ("backoff", "batch_notify", "placement", "placement_params", "rows_u
              "claim_range", "claim_range_ungrouped", "claim_range_mixed", "claim_range_group",
              "rate_unset", "rate_unset_both", "rate_unset_per_group", "rate_spent",
              "claim_slots", "claim_slots_taken", "claim_free", "free_slots", "holders_queue",
-             "holders_group", "group_free_none", "rate_granted",
+             "holders_group", "group_free_none", "rate_granted", "layout_guard",
              # per-attempt history (shardq.ops.attempts)
              "attempts_add", "rescue_ended", "acked",
              # task graphs: the event a terminal statement writes, the release's wake-up
@@ -202,8 +219,8 @@ POSTGRESQL_ONLY_REVISIONS = ("0008->0009", "0013->0014", "0014->0015")
 # results_flows.  0027 (durable tasks): tasks' three columns, their check, tasks_parked,
 # the steps and events tables, events_expiry, flows.folded, and two checks replaced.
 # 0028 (operations): the audit and sessions tables, their three indexes, and
-# queues.paused_until.
-MULTI_STATEMENT_REVISIONS = {"0024": 4, "0026": 8, "0027": 9, "0028": 6}
+# queues.paused_until.  0029 (layout): the layout table, its row, workers.generation.
+MULTI_STATEMENT_REVISIONS = {"0024": 4, "0026": 8, "0027": 9, "0028": 6, "0029": 3}
 NOT_QUERIES = ("schema",)  # the PostgreSQL schema snapshot, never run by the Client
 # The stats' page sample (TABLESAMPLE, ctid): PostgreSQL only, where task ids are
 # time-ordered (Dialect.ordered_ids); CockroachDB samples the smallest ids (stats_sample).
@@ -216,7 +233,10 @@ PLAIN_POSTGRESQL = ("doctor_version", "doctor_autovacuum", "doctor_oldest_snapsh
                     "listen_check", "unlisten", "notify_probe", "database_exists",
                     "database_create", "schema_access",
                     "grants_owner", "grants_read", "grants_dashboard", "grants_dashboard_ready",
-                    "grants_write", "grants_maintain", "grants_spark")
+                    "grants_write", "grants_maintain", "grants_spark",
+                    # a reshard's session lock's holder, and the stored column's retirement
+                    "reshard_holder", "reshard_lock_timeout", "reshard_rekey",
+                    "reshard_drop_column")
 # PgBouncer's admin console (shardq doctor, through a pooler): its commands, not SQL.
 PGBOUNCER_CONSOLE = ("pgbouncer_databases", "pgbouncer_version")
 COMPOSED = CRDB_QUERIES + FRAGMENTS + POSTGRESQL_ONLY
@@ -311,7 +331,9 @@ RERUNNABLE = re.compile(
     # dropped, if there, and added again in one statement
     r"|ALTER TABLE \S+ DROP CONSTRAINT IF EXISTS (?P<c>\w+), ADD CONSTRAINT (?P=c) "
     # rows a downgrade removes before a narrower check: run again, it finds none
-    r"|DELETE FROM \S+ WHERE )\b"
+    r"|DELETE FROM \S+ WHERE "
+    # a row written once: run again, it conflicts and writes nothing
+    r"|INSERT INTO \S+ .* ON CONFLICT \(\w+\) DO NOTHING$)\b"
 )
 
 
@@ -335,7 +357,12 @@ def as_text(composed: sql.Composable) -> str:
 
 
 # Files composed only with bindings of the claim that uses them, as the client binds them.
-BOUND = {"free_slots": flow.QUEUE_FREE}
+BOUND = {"free_slots": flow.QUEUE_FREE,
+         # a reshard's index statements, as shardq.ops.reshard binds them
+         **{name: sqlfiles.Part(name, names=(("index", ("tasks_" + name + "_32",)),),
+                                literals=(("count", 32),))
+            for name in ("reshard_claim_index", "reshard_leases_index",
+                         "reshard_head_starts_index", "reshard_drop_index")}}
 LIMITED = ("claim_limited", "claim_free")
 
 
@@ -367,8 +394,11 @@ def for_postgresql_parser(text: str) -> tuple[str, dict[str, int]]:
     """A composed query made parseable by PostgreSQL's parser, and its parameter numbers.
 
     psycopg's %(name)s placeholders become $n (and %% becomes %).  CockroachDB's index
-    hint ``table@index`` (janitor queries) is not PostgreSQL syntax, so the ``@index``
-    suffix is stripped before parsing; the hint itself is checked as text elsewhere.
+    hint ``table@index`` (janitor queries, a reshard's drops) is not PostgreSQL syntax,
+    so the ``@index`` suffix is stripped before parsing; so are a hash-sharded index's
+    ``USING HASH WITH (…)``, and a statement's result as a table (``[SHOW JOBS]``)
+    becomes a table's name.  Those are checked as text elsewhere
+    (tests/test_reshard_offline.py).
     """
     numbers: dict[str, int] = {}
 
@@ -376,7 +406,8 @@ def for_postgresql_parser(text: str) -> tuple[str, dict[str, int]]:
         return f"${numbers.setdefault(match.group(1), len(numbers) + 1)}"
 
     text = re.sub(r"%\((\w+)\)s", placeholder, text).replace("%%", "%")
-    return re.sub(r"\b(shardq\.tasks)@\w+", r"\1", text), numbers
+    text = re.sub(r"USING HASH WITH \([^)]*\)", "", text).replace("[SHOW JOBS]", "jobs")
+    return re.sub(r"\b(shardq\.tasks)@(\"?)\w+\2", r"\1", text), numbers
 
 
 # -- the migrations, rendered offline ------------------------------------------------------------
@@ -632,7 +663,8 @@ CLAUSES = {"bucket_bound": AS_EXPRESSION, "bucket_listed": AS_EXPRESSION,
            "sample_states": AS_EXPRESSION, "batch_notify": AS_EXPRESSION,
            "results_notify": AS_EXPRESSION, "claim_range": AS_CONDITION,
            "claim_range_ungrouped": AS_CONDITION, "claim_range_mixed": AS_CONDITION,
-           "claim_range_group": AS_CONDITION, "rate_unset": AS_GUARD, "rate_unset_both": AS_GUARD,
+           "claim_range_group": AS_CONDITION, "layout_guard": AS_GUARD,
+           "rate_unset": AS_GUARD, "rate_unset_both": AS_GUARD,
            "rate_unset_per_group": AS_GUARD, "rate_spent": AS_GUARD, "claim_slots": AS_SET_LIST,
            "claim_slots_taken": AS_SET_LIST, "holders_queue": AS_CONDITION,
            "holders_group": AS_CONDITION, "acked": AS_CTES,
@@ -886,7 +918,8 @@ def test_crdb_claim_records_its_worker() -> None:
 
 def test_layout_on_postgresql(dsn: str) -> None:
     with psycopg.connect(dsn) as conn:
-        assert db.read_layout(conn) == boundary.Layout(dialect.POSTGRESQL, "bucket", 16)
+        assert db.read_layout(conn) == boundary.Layout(dialect.POSTGRESQL, "bucket", 16,
+                                                       tracked=True)
 
 
 @pytest.mark.parametrize("n", BUCKET_COUNTS)

@@ -155,6 +155,7 @@ def test_pages_render_and_escape(site: str, timed: shardq.Client) -> None:
     home = call(f"{site}/")
     assert home.status == 200
     assert queue in home.text
+    assert f"Buckets: {timed.bucket_count} buckets (generation " in home.text
     page = call(f"{site}/queues/{queue}")
     assert page.status == 200
     assert "<script>alert(1)</script>" not in page.text

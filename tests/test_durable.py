@@ -208,11 +208,10 @@ def test_steps_are_deleted_when_the_task_succeeds(dsn: str,
 
 
 @app.task(queue="durable-limited", keep_result_s=600)
-def limited_sleeper() -> str:
+def limited_parked(event: str) -> str:
     ctx = shardq.current()
     ctx.step("before", ran, "limited:before")
-    ctx.sleep("nap", 1.5)
-    return "woke"
+    return str(ctx.wait_event("go", event))
 
 
 @app.task(queue="durable-limited", keep_result_s=600)
@@ -222,20 +221,24 @@ def limited_quick(i: int) -> int:
 
 
 def test_a_parked_task_holds_no_running_limit_slot(dsn: str, blocking: shardq.Client) -> None:
-    """With max_running=1, the tasks behind a sleeping durable task run meanwhile."""
+    """With max_running=1, the tasks behind a parked durable task run meanwhile."""
     blocking.set_limits("durable-limited", max_running=1, create=True)
-    sleeping = limited_sleeper.enqueue()
+    # Parked on an event the test emits once the others ran (a timed sleep could end
+    # first on a loaded machine, and the test would prove nothing).
+    event = f"limited-{uuid.uuid4()}"
+    parked = limited_parked.enqueue(event)
     with running(dsn, app):
-        wait_for(lambda: _ran["limited:before"] == 1, timeout=30, what="the sleeper to start")
+        wait_for(lambda: _ran["limited:before"] == 1, timeout=30, what="the task to park")
         for i in range(10):
             limited_quick.enqueue(i)
         wait_for(lambda: _ran["limited:quick"] == 10, timeout=30,
-                 what="ten tasks past the sleeper's slot")
-        assert blocking.result(sleeping).status != "succeeded"
-        assert blocking.result(sleeping, wait_s=60).value == "woke"
-    outcomes = [a.outcome for a in blocking.attempts(sleeping)]
+                 what="ten tasks past the parked task's slot")
+        assert blocking.result(parked).status != "succeeded"
+        blocking.emit_event(event, "woke")
+        assert blocking.result(parked, wait_s=60).value == "woke"
+    outcomes = [a.outcome for a in blocking.attempts(parked)]
     assert outcomes == ["parked", "acked"]  # the park is on record, and counts no attempt
-    info = blocking.get(sleeping)
+    info = blocking.get(parked)
     assert info is None or info.attempts <= 1
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from shardq import Control, Task
+from shardq import Control, InvalidTask, Task
 from shardq.core.task import TaskId
 from tests.clients import Blocking, open_client
 from tests.conftest import Databases
@@ -124,3 +124,15 @@ def test_a_claim_that_loses_a_slot_to_a_concurrent_one_keeps_the_ack(
     # The claim's savepoint fell back; the ack's transaction committed.
     assert client.get(done.id) is None
     assert slots(connect) == {rival_task: 2}
+
+
+def test_a_successors_bucket_chosen_for_more_buckets_keeps_the_ack(client: Blocking) -> None:
+    """A worker chose the bucket before a reshard lowered the count: the bucket is taken
+    modulo the count, and the ack is written whatever it was."""
+    control, _, (first, _second) = running(client, 5, 2)
+    beyond = client.bucket_count + BUCKET  # the same bucket, one count round
+    handed = client.ack_and_claim([first], Q, beyond, control=control, limit=2)
+    assert client.get(first.id) is None
+    assert len(handed.turn.tasks) == 1
+    with pytest.raises(InvalidTask, match="bucket must be a non-negative integer"):
+        client.ack_and_claim([], Q, -1, control=control, limit=2)

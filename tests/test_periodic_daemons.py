@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -18,7 +15,8 @@ import pytest
 
 from tests.apps import ticker
 from tests.conftest import Databases
-from tests.helpers import query
+from tests.daemons import Daemon
+from tests.helpers import query, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 SLOT = timedelta(seconds=2)
@@ -32,32 +30,26 @@ def ticks_db(databases: Databases) -> str:
     return url
 
 
-Daemon = subprocess.Popen[str]
-
-
 @pytest.fixture
 def daemons(ticks_db: str) -> Iterator[Callable[[], Daemon]]:
     env = {**os.environ, "SHARDQ_DSN": ticks_db, "PYTHONPATH": str(ROOT)}
     started: list[Daemon] = []
 
     def start() -> Daemon:
-        started.append(subprocess.Popen(
-            [sys.executable, "-m", "shardq", "consume", "tests.apps.ticker:app",
-             "--claimers", "1", "--concurrency", "2"],
-            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        started.append(Daemon(env, "tests.apps.ticker:app", "--claimers", "1",
+                              "--concurrency", "2"))
         return started[-1]
 
     yield start
     for d in started:
-        if d.poll() is None:
-            d.kill()
-            d.communicate()
+        if d.proc.poll() is None:
+            d.proc.kill()
+            d.wait()
 
 
 def stop(daemon: Daemon) -> None:
-    daemon.send_signal(signal.SIGTERM)
-    out, _ = daemon.communicate(timeout=60)
-    assert daemon.returncode == 0, out
+    code, out = daemon.stop(), daemon.output
+    assert code == 0, out
 
 
 def test_three_daemons_fire_every_slot_once(ticks_db: str,
@@ -65,6 +57,9 @@ def test_three_daemons_fire_every_slot_once(ticks_db: str,
     """Three daemons for ~16 s on a 2 s schedule, one stopped halfway: every slot between
     the first and the last ran exactly once."""
     trio = [daemons() for _ in range(3)]
+    # Timed from their start, not their launch: on a loaded machine a daemon's imports
+    # can take seconds, and a SIGTERM before its handlers are set kills it.
+    wait_for(lambda: all(d.saw("consuming ") for d in trio), 60, what="three daemons")
     time.sleep(8)
     stop(trio[0])
     time.sleep(8)

@@ -1,4 +1,4 @@
-"""Query plans with a 1M-task backlog: every claim reads one bounded index range of one bucket.
+"""Query plans with a 200k-task backlog: every claim reads one bounded index range of one bucket.
 
 Checked for the custom plans psycopg gets on the first executions and for the
 generic plan of a prepared statement (psycopg prepares a query on its fifth
@@ -18,16 +18,25 @@ from psycopg import sql
 
 from shardq.core import sqlfiles
 from shardq.ops.claims import LISTED
-from tests.plans import LIMIT, PARAMS, QUEUE, explain, explain_prepared, nodes, numbered
+from tests.plans import (
+    LIMIT,
+    PARAMS,
+    QUEUE,
+    explain,
+    explain_prepared,
+    nodes,
+    numbered,
+    past_layout_guard,
+)
 
 pytestmark = pytest.mark.server
 
-BACKLOG = 1_000_000
+BACKLOG = 200_000
 
 
 @pytest.fixture(scope="module")
 def big(databases: Any) -> Iterator[psycopg.Connection[Any]]:
-    """A database with 1M eligible tasks, 20k locked, 20k dead and 100k scheduled later."""
+    """A database with 200k eligible tasks, 20k locked, 20k dead and 100k scheduled later."""
     url = databases.create()
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("""
@@ -58,7 +67,7 @@ def assert_bounded_range_scan(plan: list[dict[str, Any]], index: str, claimed: i
     # The keyed-task check is a subplan that runs only for keyed rows: none here.
     keyed_check = [n for n in plan if n.get("Parent Relationship") == "SubPlan"]
     assert all(n["Actual Loops"] == 0 for n in keyed_check)
-    plan = [n for n in plan if n.get("Actual Loops", 1) > 0]
+    plan = [n for n in past_layout_guard(plan) if n.get("Actual Loops", 1) > 0]
     kinds = [n["Node Type"] for n in plan]
     assert "Seq Scan" not in kinds, kinds
     assert "Sort" not in kinds, kinds
@@ -465,7 +474,7 @@ def test_a_claim_of_several_buckets_visits_each_listed_range_once(
     """Buckets holding nothing due for the queue: each listed range is looked at once,
     and nothing else is read."""
     params = {**PARAMS, "queue": "nothing-here", "buckets": [3, 5, 9, 12]}
-    plan = explain(big, composed_listed(big), params)
+    plan = past_layout_guard(explain(big, composed_listed(big), params))
     kinds = [n["Node Type"] for n in plan]
     assert "Seq Scan" not in kinds, kinds
     assert "Sort" not in kinds, kinds

@@ -77,6 +77,28 @@ def test_schedule_cools_empty_buckets_and_resets() -> None:
     assert wait == 0.0
 
 
+def test_a_rate_that_gave_nothing_cools_every_bucket_of_its_queue() -> None:
+    # A queue's rate is one row: after a spend that got no token, a claim of the queue's
+    # next bucket would spend from the same row and get none either.
+    clock = FakeTime()
+    schedule = Schedule([("q", b) for b in range(4)] + [("r", 0)], offset=0, poll_max_s=1.0,
+                        clock=clock)
+    index, _ = schedule.pick()
+    assert schedule.targets[index] == ("q", 0)
+    schedule.record(index, 0, 0.25)
+    index, _ = schedule.pick()
+    assert schedule.targets[index] == ("r", 0)  # another queue is not held back
+    schedule.record(index, 1)
+    for _ in range(4):  # until the rate gives again, r's polls only
+        index, _ = schedule.pick()
+        assert schedule.targets[index] == ("r", 0)
+        schedule.record(index, 0)
+        clock.now += 0.05
+    assert schedule.pick()[0] == -1
+    clock.now += 0.1
+    assert schedule.targets[schedule.pick()[0]][0] == "q"
+
+
 def test_lost_lease_cancels_the_handler_and_drops_its_result(dsn: str, client: shardq.Client,
                                                             connect: psycopg.Connection[Any]
                                                             ) -> None:

@@ -71,7 +71,8 @@ def measure(dbs: harness.Databases, rev: str, rounds: int) -> dict[str, dict[str
             for name in (["this", "base"] if r % 2 == 0 else ["base", "this"]):
                 params: dict[str, Any] = {
                     "bucket": bucket, "queue": QUEUE, "now": None, "lease_s": 30.0,
-                    "token": uuid.uuid4(), "worker_id": worker}
+                    "token": uuid.uuid4(), "worker_id": worker,
+                    "generation": 0}  # the migrations' layout (this tree's claims check it)
                 while True:
                     began = time.perf_counter()
                     rows = conn.execute(variants[name]["claim"], params).fetchall()

@@ -34,23 +34,30 @@ def pgbench_path() -> Path:
     return bundled if bundled.exists() else Path("pgbench")
 
 
-def _sql_text(name: str, limit: int | None = None) -> str:
-    text = sqlfiles.query(name, "postgresql", "bucket", limit).as_string(None)
-    lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
-    return "\n".join(lines)
+# pgbench's values for the placeholders of shardq's claim and ack statements.
+VARIABLES = {"%(bucket)s": ":bucket", "%(queue)s": ":queue", "%(now)s": "NULL",
+             "%(lease_s)s": ":lease_s", "%(token)s": TOKEN, "%(worker_id)s": "NULL",
+             "%(ids)s": ":ids", "%(tokens)s": ":tokens", "%(attempts_kept)s": "20"}
 
 
-def claim_ack_script(buckets: int, limit: int) -> str:
-    """The pgbench script: one claim on a random bucket, then the ack of what it returned."""
-    claim = (_sql_text("claim", limit)
-             .replace("%(bucket)s", ":bucket").replace("%(queue)s", ":queue")
-             .replace("%(now)s", "NULL").replace("%(lease_s)s", ":lease_s")
-             .replace("%(token)s", TOKEN).replace("%(worker_id)s", "NULL"))
-    ack = (_sql_text("ack_many")
-           .replace("%(ids)s", ":ids").replace("%(tokens)s", ":tokens").replace("%(now)s", "NULL")
-           .replace("%(attempts_kept)s", "20"))
-    if "%(" in claim or "%(" in ack:
-        raise RuntimeError("a placeholder of shardq's SQL has no pgbench variable")
+def _statement(name: str, bucket: str, generation: int, limit: int | None = None) -> str:
+    """Statement ``name`` composed for a layout's ``bucket`` (a column, or a reshard's
+    expression) and ``generation``, with pgbench's variables for its values."""
+    text = sqlfiles.query(name, "postgresql", bucket, limit).as_string(None)
+    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+    for placeholder, variable in {**VARIABLES, "%(generation)s": str(generation)}.items():
+        text = text.replace(placeholder, variable)
+    if "%(" in text:
+        raise RuntimeError(f"a placeholder of {name}.sql has no pgbench variable")
+    return text
+
+
+def claim_ack_script(buckets: int, limit: int, bucket: str = "bucket",
+                     generation: int = 0) -> str:
+    """The pgbench script: one claim on a random bucket, then the ack of what it returned,
+    composed for a layout (by default the one the migrations make)."""
+    claim = _statement("claim", bucket, generation, limit)
+    ack = _statement("ack_many", bucket, generation)
     # shardq's own statements, spliced into a pgbench script kept beside this module.
     template = (Path(__file__).with_name("claim_ack.pgbench")).read_text(encoding="utf-8")
     return template.format(last_bucket=buckets - 1, claim=claim, ack=ack, token=TOKEN)

@@ -45,7 +45,8 @@ class Base:
         if asked is not None and asked != layout.bucket_count:
             raise ConfigError(
                 f"bucket_count={asked} was asked for, but the schema has "
-                f"{layout.bucket_count} buckets (the count is fixed when the schema is created)")
+                f"{layout.bucket_count} buckets (`shardq reshard --bucket-count {asked}` "
+                "changes it)")
         self.statements = Statements(db, self.config, clock)
         self.clock = self.statements.clock
         self._rotation = itertools.count(random.randrange(layout.bucket_count))

@@ -23,6 +23,11 @@ class SyncRunner(ABC):
     def perform(self, plan: Plan[T]) -> T:
         """Run ``plan`` and return its value."""
 
+    @abstractmethod
+    def follow_layout(self) -> None:
+        """Re-read the schema's layout if it is due (a reshard may have changed it):
+        before a call composes its statements."""
+
 
 class AsyncRunner(ABC):
     """Runs plans as coroutines (the asyncio client).
@@ -45,6 +50,10 @@ class AsyncRunner(ABC):
     @abstractmethod
     async def perform(self, plan: Plan[T]) -> T:
         """Run ``plan`` and return its value."""
+
+    @abstractmethod
+    async def follow_layout(self) -> None:
+        """:meth:`SyncRunner.follow_layout`, awaited."""
 
 
 class operation(Generic[P, T]):
@@ -75,20 +84,25 @@ class operation(Generic[P, T]):
     def __get__(self, obj: Any, owner: type) -> Any:
         if obj is None:
             return self
-        make, perform = self.make, obj.perform
+        make, perform, follow = self.make, obj.perform, obj.follow_layout
         method: Callable[..., Any]
+        # A call composes its statements as it makes its plan: for the layout read
+        # again first when it is due, so that no call of a client idle through a
+        # reshard names a bucket the schema no longer has.
         if isinstance(obj, AsyncRunner):
             enter = obj.turnstile.enter
 
             @functools.wraps(make)
             async def call(*args: P.args, **kwargs: P.kwargs) -> Any:
                 await enter()
+                await follow()
                 return await perform(make(obj, *args, **kwargs))
 
             method = call
         else:
             @functools.wraps(make)
             def run(*args: P.args, **kwargs: P.kwargs) -> Any:
+                follow()
                 return perform(make(obj, *args, **kwargs))
 
             method = run

@@ -20,6 +20,7 @@ from shardq.ops import (
     flow,
     inspection,
     queuestats,
+    reshard,
     results,
     workers,
 )
@@ -87,6 +88,13 @@ class QueueCalls(Base):
         """The registered ``shardq consume`` processes: alive (seen within
         ``worker_stale_s``) or not yet forgotten, with the tasks each holds now."""
         return workers.listing(self.statements)
+
+    @operation
+    def reshard_status(self) -> Plan[reshard.ReshardStatus]:
+        """The layout in use (its bucket count and generation) and the progress of a
+        reshard under way: its phase, the index builds running, the workers a switch
+        still waits for (see :meth:`shardq.Client.reshard`)."""
+        return reshard.status(self.statements)
 
     @operation
     def result(self, task_id: UUID | str, *, wait_s: float = 0.0) -> Plan[TaskResult]:

@@ -31,6 +31,7 @@ from shardq.cli.commands import (
     cmd_task,
 )
 from shardq.cli.finding import CHECKS as DOCTOR_CHECKS
+from shardq.cli.reshard import cmd_reshard
 from shardq.core.config import DEFAULT_DEAD_LIST, ClientConfig, add_arguments
 from shardq.core.errors import ShardqError
 from shardq.core.validate import MAX_CLAIM
@@ -117,6 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spark", action="store_true",
                    help="with --grants: also CREATE on the schema shardq, where Spark's "
                         "staged writes make their staging table")
+
+    p = command("reshard", cmd_reshard,
+                "change the bucket count of a live schema (--bucket-count N), or show it "
+                "and a reshard's progress (--status)")
+    p.add_argument("--status", action="store_true",
+                   help="print the layout in use and the progress of a reshard, then exit")
+    p.add_argument("--json", action="store_true", help="with --status: as one JSON object")
 
     p = command("consume", cmd_consume, "run a worker: claim tasks and run their handlers")
     p.add_argument("target", help="module:app (a shardq.App) or module:function (a raw handler)")

@@ -73,6 +73,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     """Print one queue's figures, or every queue's: a table, or JSON with --json."""
     from shardq.cli import table
     from shardq.ops import queuestats  # rich and the figures: this command only
+    from shardq.text import layout
 
     slo = args.slo_s or None
     with _client(args) as client:
@@ -81,8 +82,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
             figures = [st.perform(queuestats.stats(st, args.queue, slo))]
         else:
             figures = st.perform(queuestats.queues(st, slo))
+        buckets = layout.line(client.reshard_status())
     if not args.json:
         table.show(figures)
+        print(f"buckets: {buckets}")
     elif args.queue:
         print(json.dumps(figures[0].as_dict()))
     else:

@@ -17,10 +17,12 @@ from tenacity import AsyncRetrying
 
 from shardq.core.boundary import (
     Layout,
+    LayoutWatch,
     NotSent,
     connect_kwargs,
     first_contact_error,
     first_retry_wait_s,
+    follow_steps,
     layout_steps,
     normalize_dsn,
     overran,
@@ -120,6 +122,7 @@ class AsyncDatabase:
         self.prepare_threshold: int | None = None
         self._turns = asyncio.Semaphore(max_size)
         self._layout: Layout | None = None
+        self.layout_watch = LayoutWatch()
         self.pool: AsyncConnectionPool[AConn] | None = None
         self.listeners = Listeners(AsyncListener, self.dsn, connect_timeout_s)
 
@@ -164,6 +167,12 @@ class AsyncDatabase:
         except psycopg.OperationalError as exc:
             await self.pool.close()
             raise unavailable(self.dsn, exc) from exc
+
+    async def follow_layout(self) -> None:
+        """Re-read the layout now if it is due, before statements are composed for it (as
+        the blocking runner's :meth:`~shardq.core.db.Database.follow_layout`)."""
+        if self.layout_watch.due(self.layout):
+            self._layout = await self.perform(Plan(lambda: follow_steps(self.layout)))
 
     async def perform(self, plan: Plan[T]) -> T:
         """Run ``plan`` on a pooled connection with retries, or once on its own ``conn``
@@ -262,6 +271,8 @@ class AsyncDatabase:
             conn.prepare_threshold = self.prepare_threshold
         try:
             async with asyncio.timeout(self.statement_timeout_s):
+                if self.layout_watch.due(self.layout):  # a reshard may have switched it
+                    self._layout = await drive(follow_steps(self.layout), conn, own=True)
                 return await drive(plan.steps(), conn, own=True)
         except TimeoutError as exc:
             await conn.close()  # mid-statement: never hand it out again

@@ -13,6 +13,7 @@ import logging
 import math
 import os
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,7 @@ from shardq.core.errors import (
     ConfigError,
     ConnectionLost,
     PermissionDenied,
+    SchemaNotReady,
     ShardqError,
     Unavailable,
     is_connection_loss,
@@ -41,15 +43,24 @@ log = logging.getLogger("shardq")
 
 RETRY_ATTEMPTS = 6
 FIRST_RETRY_WAIT_S = 0.1
+LAYOUT_CHECK_S = 1.0
+"""How old a runner's layout may grow before a unit of work re-reads it first (one
+probe of the one-row ``shardq.layout``): a reshard's switch reaches every client
+within about this long."""
 
 
 @dataclass(frozen=True)
 class Layout:
-    """What the schema in the database looks like to shardq."""
+    """What the schema in the database looks like to shardq: its engine, the bucket
+    statements name (a column, or :func:`shardq.core.dialect.expression_bucket`), how
+    many buckets there are, and the generation of ``shardq.layout`` this was read at
+    (``tracked``: that table exists, so a reshard may change the layout)."""
 
     dialect: Dialect
     bucket_column: str
     bucket_count: int
+    generation: int = 0
+    tracked: bool = False
 
 
 def normalize_dsn(dsn: str) -> str:
@@ -78,8 +89,45 @@ def layout_steps() -> Steps[Layout]:
                     "permission denied for table shardq.tasks", str(role),
                     f"as {owner} (the schema's owner), run `shardq migrate --grants {role}` "
                     "(`--read-only`: reads only, as for a dashboard)")
-    column, count = found.bucket_column({str(r[0]): str(r[1]) for r in rows})
-    return Layout(found, column, count)
+    columns = {str(r[0]): str(r[1]) for r in rows}
+    if columns.pop("layout", None) is None:  # a schema from before migration 0029
+        column, count = found.bucket_column(columns)
+        return Layout(found, column, count)
+    return (yield from follow_steps(Layout(found, "", 0, generation=-1, tracked=True)))
+
+
+def follow_steps(layout: Layout) -> Steps[Layout]:
+    """The layout ``shardq.layout`` says is in use now: ``layout`` itself while its
+    generation is current, else one read at the new generation."""
+    rows = yield Fetch(sqlfiles.plain("layout_read"))
+    if not rows:
+        raise SchemaNotReady("the table shardq.layout is empty: run `shardq migrate`")
+    count, expression, generation = rows[0]
+    if generation == layout.generation:
+        return layout
+    return Layout(layout.dialect, layout.dialect.layout_bucket(count, expression), count,
+                  generation, tracked=True)
+
+
+class LayoutWatch:
+    """When a runner's layout is due a re-read (:data:`LAYOUT_CHECK_S`): never for a
+    schema without ``shardq.layout``; :meth:`due` answers yes to one caller only, who
+    reads it (its unit of work runs :func:`follow_steps` first)."""
+
+    def __init__(self) -> None:
+        self._read_at = time.monotonic()
+
+    def due(self, layout: Layout) -> bool:
+        """Whether ``layout`` is to be re-read now (then not again for a while)."""
+        now = time.monotonic()
+        if not layout.tracked or now - self._read_at < LAYOUT_CHECK_S:
+            return False
+        self._read_at = now
+        return True
+
+    def expire(self) -> None:
+        """Re-read the layout before the next unit of work (a reshard switched it)."""
+        self._read_at = float("-inf")
 
 
 def role_of(dsn: str) -> str | None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from shardq.core.errors import ConfigError
-from shardq.core.rules import INT4_MAX
+from shardq.core.rules import INT4_MAX, MAX_BUCKET_COUNT
 from shardq.core.validate import MAX_DELAY_S, MAX_LEASE_S, MAX_PAYLOAD_BYTES
 
 # 16 buckets: with 8 to 128 connections claiming at once (pgbench running shardq's claim +
@@ -27,7 +27,6 @@ from shardq.core.validate import MAX_DELAY_S, MAX_LEASE_S, MAX_PAYLOAD_BYTES
 # more when idle.  See bench/suite/analysis.md, "What the buckets buy".
 DEFAULT_BUCKET_COUNT = 16
 DEFAULT_MAX_ATTEMPTS = 10
-MAX_BUCKET_COUNT = 1024
 DEFAULT_DEAD_LIST = 100  # dead tasks `dead()` and `shardq dead list` show
 DAY_S = 86400.0
 MAX_PORT = 65535  # the highest TCP port

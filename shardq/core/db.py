@@ -15,10 +15,12 @@ from tenacity import Retrying
 
 from shardq.core.boundary import (
     Layout,
+    LayoutWatch,
     NotSent,
     connect_kwargs,
     first_contact_error,
     first_retry_wait_s,
+    follow_steps,
     layout_steps,
     normalize_dsn,
     overran,
@@ -126,6 +128,7 @@ class Database:
         # at once with the server's own words, not after a pool's wait.
         self.pooled = False  # a pooler is in front (see shardq.core.pooler)
         self.layout = self._first_contact(connect_kwargs(connect_timeout_s))
+        self.layout_watch = LayoutWatch()
         # A pooler that hands one client's transactions to different server sessions,
         # through which LISTEN cannot work.
         self.transaction_pooled = self.pooled and pools_transactions(self.dsn,
@@ -163,6 +166,12 @@ class Database:
         if self.prepare_threshold is not None:
             self.prepare_threshold = None
             stopped_preparing(cause)
+
+    def follow_layout(self) -> None:
+        """Re-read the layout now if it is due (:class:`LayoutWatch`), before statements
+        are composed for it; its own unit of work, with the usual retries."""
+        if self.layout_watch.due(self.layout):
+            self.layout = self.perform(Plan(lambda: follow_steps(self.layout)))
 
     def open_connections(self, count: int) -> None:
         """Keep ``count`` connections open (at most the pool's size), opening the missing
@@ -303,6 +312,8 @@ class Database:
         guard: Guard | None = None
         try:
             with self._watchdog.guard(conn, deadline) as guard:
+                if self.layout_watch.due(self.layout):  # a reshard may have switched it
+                    self.layout = drive(follow_steps(self.layout), conn, own=True)
                 return work(conn)
         except psycopg.Error as exc:
             failure = self._failed(exc, conn, guard is not None and guard.cut, deadline)

@@ -4,9 +4,10 @@ Code that behaves differently per engine asks its :class:`Dialect` (``dialect.co
 ``dialect.keyed_tasks``, ``dialect.bucket_of(...)``) rather than comparing names.
 SQL that differs lives in ``sql/<dialect name>/`` beside the shared files.
 
-The bucket formula is here, once, in both of its forms: :func:`bucket_sql` is the
-expression PostgreSQL's generated ``bucket`` column is defined with (migration 0002
-renders it), and :meth:`PostgreSQL.bucket_of` computes the same number in Python.
+The bucket formula is here, once, in both of its forms: :func:`bucket_expression` is
+the expression PostgreSQL's generated ``bucket`` column is defined with (migration 0002
+renders it) and that a resharded layout's indexes and statements name, and
+:meth:`PostgreSQL.bucket_of` computes the same number in Python.
 """
 
 from __future__ import annotations
@@ -17,14 +18,42 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
+from psycopg import sql
+
 from shardq.core.errors import ConfigError, SchemaNotReady
 from shardq.core.task import TaskId
 
+BUCKET_FORMULA = sql.SQL(
+    "mod(get_byte(uuid_send({id}), 14) * 256 + get_byte(uuid_send({id}), 15), {count})")
+
+
+def bucket_expression(id_column: sql.Composable, bucket_count: int) -> sql.Composed:
+    """PostgreSQL's bucket of a row: the id's last two bytes, big-endian, mod the count."""
+    return BUCKET_FORMULA.format(id=id_column, count=sql.Literal(int(bucket_count)))
+
 
 def bucket_sql(id_column: str, bucket_count: int) -> str:
-    """PostgreSQL's bucket of a row: the id's last two bytes, big-endian, mod the count."""
-    return (f"mod(get_byte(uuid_send({id_column}), 14) * 256 "
-            f"+ get_byte(uuid_send({id_column}), 15), {int(bucket_count)})")
+    """:func:`bucket_expression` as text, over a column written as ``id_column`` (the
+    generated column's definition in migration 0002)."""
+    return bucket_expression(sql.SQL(id_column), bucket_count).as_string(None)
+
+
+EXPRESSION_MARK = "#"
+"""How a layout's bucket reads when it is :func:`bucket_sql` over the id itself, not a
+column: the mark and the count (``#64``), which no column of shardq is named."""
+
+
+def expression_bucket(bucket_count: int) -> str:
+    """The bucket of PostgreSQL's expression layout of ``bucket_count`` buckets, as a
+    layout holds it (see :data:`EXPRESSION_MARK`)."""
+    return f"{EXPRESSION_MARK}{int(bucket_count)}"
+
+
+def expression_count(bucket: str) -> int | None:
+    """The bucket count of an expression layout's bucket; None for a column's name."""
+    if bucket.startswith(EXPRESSION_MARK):
+        return int(bucket[len(EXPRESSION_MARK):])
+    return None
 
 
 @dataclass(frozen=True)
@@ -81,6 +110,11 @@ class Dialect(ABC):
         """The bucket column of a schema created with ``bucket_count`` buckets."""
 
     @abstractmethod
+    def layout_bucket(self, bucket_count: int, expression: bool) -> str:
+        """The bucket of the layout that ``shardq.layout`` describes (its count, and
+        whether the bucket is an expression of the id or the table's column)."""
+
+    @abstractmethod
     def bucket_column(self, columns: Mapping[str, str]) -> tuple[str, int]:
         """The bucket column and bucket count, from ``schema_info``'s rows (name → expression).
 
@@ -104,6 +138,11 @@ class PostgreSQL(Dialect):
         """``bucket``, whatever the count."""
         return "bucket"
 
+    def layout_bucket(self, bucket_count: int, expression: bool) -> str:
+        """The stored column ``bucket``, or :func:`expression_bucket` once a reshard made
+        the bucket an expression that indexes are built over."""
+        return expression_bucket(bucket_count) if expression else "bucket"
+
     def bucket_column(self, columns: Mapping[str, str]) -> tuple[str, int]:
         """``bucket``, and the modulus of its generation expression."""
         match = _COUNT_IN_EXPR.search(columns.get("bucket", ""))
@@ -124,6 +163,11 @@ class CockroachDB(Dialect):
         """The hidden shard column CockroachDB names after the primary key's columns,
         sorted, and the count: ``crdb_internal_exec_time_id_queue_status_shard_N``."""
         return f"crdb_internal_exec_time_id_queue_status_shard_{int(bucket_count)}"
+
+    def layout_bucket(self, bucket_count: int, expression: bool) -> str:
+        """The shard column of a primary key hashed into ``bucket_count`` buckets (while a
+        reshard runs the table has two, and the layout says which claims use)."""
+        return self.new_bucket_column(bucket_count)
 
     def bucket_column(self, columns: Mapping[str, str]) -> tuple[str, int]:
         """The one ``crdb_internal_…_shard_N`` column, and N."""

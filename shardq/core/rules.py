@@ -9,6 +9,7 @@ QUEUE_RULE = "1-128 letters, digits, '_', '.', ':' or '-', starting with a lette
 MAX_KEY_CHARS = 512
 INT4_MAX = 2**31 - 1  # priority, attempts and max_attempts are integer columns
 MAX_PRIORITY_S = INT4_MAX  # about 68 years
+MAX_BUCKET_COUNT = 1024  # a schema's buckets, at creation and after a reshard
 
 NOT_NULL = "must not be null"
 # What each CHECK constraint of shardq.tasks that a new task can break asks of it:

@@ -20,7 +20,7 @@ from typing import TypeVar
 
 from psycopg import sql
 
-from shardq.core.dialect import DIALECTS
+from shardq.core.dialect import DIALECTS, bucket_expression, expression_count
 
 
 @cache
@@ -55,6 +55,7 @@ FRAGMENTS = {
     "locate": "locate",
     "claim_where": "claim_where",
     "claim_range": "claim_range",
+    "layout_guard": "layout_guard",
     "this_bucket": "bucket_bound",
     "claim_slots": "claim_slots",
     "claim_free": "claim_free",
@@ -137,13 +138,18 @@ _QUALIFIED_BUCKET = re.compile(r"\b(\w+)\.\{bucket\}")
 
 
 def bucket_of(bucket: str, alias: str | None = None) -> sql.Composable:
-    """A task row's bucket as a statement names it: the layout's bucket column
-    ``bucket``, qualified by the row's table ``alias`` (a word of the statement's own
-    text, kept as written) if given.  Every statement's bucket is written here, so
-    that a layout whose bucket is an expression of the id (see docs/design.md,
-    "Changing the bucket count") changes this function alone."""
-    column = sql.Identifier(bucket)
-    return column if alias is None else sql.Composed([sql.SQL(alias), sql.SQL("."), column])
+    """A task row's bucket as a statement names it, qualified by the row's table
+    ``alias`` (a word of the statement's own text, kept as written) if given: the
+    layout's bucket column ``bucket``, or for an expression layout
+    (:func:`shardq.core.dialect.expression_bucket`) the bucket formula over the row's
+    id.  Every statement's bucket is written here, and every index that carries one
+    (see shardq.ops.reshard)."""
+    count = expression_count(bucket)
+    name = sql.Identifier("id" if count is not None else bucket)
+    column = name if alias is None else sql.Composed([sql.SQL(alias), sql.SQL("."), name])
+    if count is None:
+        return column
+    return bucket_expression(column, count)
 
 
 @lru_cache(maxsize=512)

@@ -85,10 +85,12 @@ class Statements:
                         identifiers=identifiers)
 
     def params(self, **values: Any) -> dict[str, Any]:
-        """Bound parameters: "now" from the clock, the backoff settings and the attempts
-        each task keeps, then ``values``."""
+        """Bound parameters: "now" from the clock, the generation of the layout the
+        statements are composed for (claims check it), the backoff settings and the
+        attempts each task keeps, then ``values``."""
         c = self.config
-        return {"now": self.clock.now(), "backoff_base_s": c.backoff_base_s,
+        return {"now": self.clock.now(), "generation": self.db.layout.generation,
+                "backoff_base_s": c.backoff_base_s,
                 "backoff_cap_s": c.backoff_cap_s, "backoff_jitter": c.backoff_jitter,
                 "attempts_kept": c.attempts_kept_per_task, **values}
 
@@ -123,7 +125,10 @@ class Statements:
 
     def all(self, query: str | bytes, values: Mapping[str, Any] | None = None, *,
             conn: Conn | None = None, row_factory: RowFactory[Any] | None = None) -> list[Any]:
-        """Every row of one statement (see :meth:`fetch`), run now."""
+        """Every row of one statement (see :meth:`fetch`), run now, composed for the layout
+        read again first when it is due."""
+        if conn is None:
+            self.blocking().follow_layout()
         return self.perform(single(self.fetch(query, values, row_factory=row_factory), conn))
 
     def one(self, query: str | bytes, values: Mapping[str, Any] | None = None, *,

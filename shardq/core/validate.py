@@ -15,6 +15,7 @@ from shardq.core.errors import InvalidTask
 from shardq.core.redaction import redact
 from shardq.core.rules import (
     INT4_MAX,
+    MAX_BUCKET_COUNT,
     MAX_PRIORITY_S,
     QUEUE_RULE,
 )
@@ -283,6 +284,14 @@ def running_limit(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_RUNNING:
         raise InvalidTask(f"{name} must be between 1 and {MAX_RUNNING:,} (a whole number), "
                           f"got {value!r}")
+    return value
+
+
+def bucket_count(value: object) -> int:
+    """A bucket count: an integer from 1 to :data:`MAX_BUCKET_COUNT`."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_BUCKET_COUNT:
+        raise InvalidTask(f"the bucket count must be between 1 and {MAX_BUCKET_COUNT} "
+                          f"(a whole number), got {value!r}")
     return value
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from shardq.core import validate
-from shardq.core.errors import LeaseLost
+from shardq.core.errors import InvalidTask, LeaseLost
 from shardq.core.plan import Atomic, Plan, Steps
 from shardq.core.statements import Statements
 from shardq.core.task import Task
@@ -47,10 +47,15 @@ def ack_and_claim(st: Statements, tasks: Sequence[Task], kept: Sequence[Kept | N
                   lease_s: float | None, worker_id: UUID | None = None) -> Plan[Handed]:
     """Ack ``tasks`` (keeping ``kept`` results, as :func:`shardq.ops.settle.ack`) and take
     a turn of up to ``limit`` tasks of ``queue``'s ungrouped tasks in ``bucket`` (as
-    :func:`shardq.ops.flow.claim_turn` with ``after`` None) in one transaction."""
+    :func:`shardq.ops.flow.claim_turn` with ``after`` None) in one transaction.
+    ``bucket`` is taken modulo the bucket count: a worker chooses it before the call,
+    perhaps for the layout before a reshard, and the ack must not fail for it."""
     acking = settle.ack(st, tasks, kept)
     validate.queue_name(queue)
-    validate.claim(bucket, st.bucket_count, limit, lease_s)
+    validate.claim(None, st.bucket_count, limit, lease_s)
+    if isinstance(bucket, bool) or not isinstance(bucket, int) or bucket < 0:
+        raise InvalidTask(f"bucket must be a non-negative integer, got {bucket!r}")
+    bucket %= st.bucket_count
     # Made once: a retry recovers the first attempt's claim by its lease token.  The
     # claims run in savepoints: one that loses a slot to a concurrent claim fails on the
     # unique index, which must not undo the ack.

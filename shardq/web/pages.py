@@ -22,10 +22,19 @@ from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
 from shardq.core.errors import UnknownQueue
-from shardq.ops import attempts, audit, history, inspection, queuestats, sessions, workers
+from shardq.ops import (
+    attempts,
+    audit,
+    history,
+    inspection,
+    queuestats,
+    reshard,
+    sessions,
+    workers,
+)
 from shardq.ops.audit import Actor
 from shardq.ops.sessions import Opened
-from shardq.text import durable, figures, limits
+from shardq.text import durable, figures, layout, limits
 from shardq.web import actions, chart, masks, reads
 from shardq.web.auth import COOKIE, actor, address
 from shardq.web.context import context
@@ -57,9 +66,11 @@ def render(request: Request, name: str, values: dict[str, Any], status: int = 20
 
 
 def queues_page(request: Request) -> Response:
-    """Every queue's figures and the hour's chart of all of them."""
+    """Every queue's figures, the hour's chart of all of them, and the bucket layout (a
+    reshard's progress while one runs)."""
     st = context(request).st
-    return render(request, "queues.html", {"queues": st.perform(queuestats.queues(st))})
+    return render(request, "queues.html", {"queues": st.perform(queuestats.queues(st)),
+                                           "layout": layout.line(st.perform(reshard.status(st)))})
 
 
 def queues_rows(request: Request) -> Response:

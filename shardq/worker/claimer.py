@@ -27,6 +27,7 @@ from uuid import UUID
 
 from shardq.client import Client
 from shardq.core import tracing
+from shardq.core.errors import InvalidTask
 from shardq.core.loop import Loop
 from shardq.core.task import Task
 from shardq.handler import Context
@@ -91,6 +92,9 @@ class Feeds(Protocol):
     def give_back_waiting(self, contexts: list[Context]) -> None:
         """Give back tasks that waited in the buffer too long."""
 
+    def schedule(self, index: int) -> Schedule:
+        """The schedule of claimer ``index`` over the layout in use now."""
+
 
 def buffer_room(feeds: Feeds, sizes: ClaimSizes) -> tuple[int, int]:
     """How many tasks ``feeds``' buffer should hold now, and the room left under that.
@@ -127,12 +131,14 @@ def observe_waits(metrics: Metrics, queue: str, tasks: list[Task]) -> None:
 
 class Claimer(Loop[Claimed]):
     """Claims batches into the buffer of the worker it ``feeds``, sized by ``sizes``, on
-    the targets of its ``schedule``."""
+    the targets of its schedule (the worker's for claimer ``index``)."""
 
-    def __init__(self, name: str, feeds: Feeds, schedule: Schedule, sizes: ClaimSizes) -> None:
-        super().__init__(name, schedule.poll_max_s)
-        self.feeds, self.schedule, self.sizes = feeds, schedule, sizes
+    def __init__(self, name: str, feeds: Feeds, index: int, sizes: ClaimSizes) -> None:
+        self.feeds, self.index, self.sizes = feeds, index, sizes
         self.client, self.buffer, self.keeper = feeds.client, feeds.buffer, feeds.keeper
+        self.generation = self.client.statements.layout.generation
+        self.schedule = feeds.schedule(index)
+        super().__init__(name, self.schedule.poll_max_s)
         self.metrics, self.controls = feeds.metrics, feeds.controls
         self._reset_lock = threading.Lock()
         self._wait_s = 0.0
@@ -176,12 +182,14 @@ class Claimer(Loop[Claimed]):
             self.resume_below = max(0, self.buffer.qsize() + room - low_water)
             return Claimed(starved=True)
         self._starved = False
+        self._follow_layout()
         with self._reset_lock:
             index, wait_s = self.schedule.pick()
         if index < 0:
             self._wait_s = wait_s
             return Claimed()
         queue, bucket = self.schedule.targets[index]
+        generation = self.generation
         limit = claim_size(room, sizes.batch)
         lease_s = sizes.lease_s[queue]
         self._claiming = True
@@ -195,11 +203,30 @@ class Claimer(Loop[Claimed]):
                     self.schedule.record(index, len(tasks), rate_wait_s)
             else:
                 tasks = self._claim_plain(index, queue, limit, lease_s)
+        except InvalidTask:
+            # Another thread's call read a new layout between the pick and the claim,
+            # which has fewer buckets than this one: the next step picks from a new
+            # schedule.
+            if self.client.statements.layout.generation == generation:
+                raise
+            tasks = []
         finally:
             self._claiming = False
         deliver(self.feeds, queue, tasks, limit, lease_s, sent, began)
         self._wait_s = 0.0
         return Claimed(len(tasks))
+
+    def _follow_layout(self) -> None:
+        """After a reshard's switch (the client's layout, read again when due, has a new
+        generation): a schedule over the new buckets, and the worker's row told at once
+        (the heartbeat writes the generation it claims with; the reshard waits for it)."""
+        self.client.follow_layout()
+        generation = self.client.statements.layout.generation
+        if generation == self.generation:
+            return
+        with self._reset_lock:
+            self.generation, self.schedule = generation, self.feeds.schedule(self.index)
+        self.keeper.wake()
 
     def _claim_plain(self, index: int, queue: str, limit: int, lease_s: float) -> list[Task]:
         """A claim of target ``index``, with the other buckets of its queue that are

@@ -133,15 +133,22 @@ class Worker:
         self._started = self._stopped = False
 
     def _claimers(self, queues: list[str]) -> list[Claimer]:
+        self._targets_base = random.random()
+        return [Claimer(f"shardq-claimer-{i}", self, i, self.sizes)
+                for i in range(self.config.claimers)]
+
+    def schedule(self, index: int) -> Schedule:
+        """The schedule of claimer ``index`` over every (queue, bucket) of the layout in
+        use: made when the worker starts, and again when a reshard changes the bucket
+        count (the claimer notices).  The claimers split the targets from one random
+        offset, the same whatever the count."""
         count = self.config.claimers
-        targets = [(q, b) for b in range(self.client.bucket_count) for q in queues]
-        base = random.randrange(len(targets))
-        return [Claimer(f"shardq-claimer-{i}", self,
-                        Schedule(targets, base + i * len(targets) // count,
-                                 self.config.poll_max_ms / 1000, share=count,
-                                 listening=self.listener is not None,
-                                 coalesce_s=self.config.coalesce_ms / 1000), self.sizes)
-                for i in range(count)]
+        targets = [(q, b) for b in range(self.client.bucket_count) for q in self.queues]
+        base = int(self._targets_base * len(targets))
+        return Schedule(targets, base + index * len(targets) // count,
+                        self.config.poll_max_ms / 1000, share=count,
+                        listening=self.listener is not None,
+                        coalesce_s=self.config.coalesce_ms / 1000)
 
     def demand(self) -> int:
         """How many tasks the prefetch buffer should hold: one per free slot, and what the

@@ -3,8 +3,10 @@ deleted on a clean stop (see :mod:`shardq.ops.workers`).
 
 The refresh rides on the lease keeper's loop, which ticks at least every quarter of
 ``worker_stale_s``; it writes at most that often, so a busy heartbeat adds no
-statements.  A refresh that fails is logged and tried at the next tick: it must never
-hold up the extension of leases.
+statements, unless the worker's layout generation changed (a claimer that notices
+wakes the loop): a reshard waits for every live worker to claim with the new one.  A
+refresh that fails is logged and tried at the next tick: it must never hold up the
+extension of leases.
 """
 
 from __future__ import annotations
@@ -36,16 +38,22 @@ class Presence:
         self.name = name or f"{self.host}:{self.pid}"
         self.every_s = client.config.worker_stale_s / REFRESHES_PER_STALE
         self._seen_at = float("-inf")
+        self._generation: int | None = None
 
     def register(self) -> None:
-        """Write the row (or move its ``last_seen_at``) now."""
+        """Write the row (or move its ``last_seen_at``) now, with the layout generation
+        the worker claims with."""
+        self._generation = self.client.statements.layout.generation
         self.client.perform(workers.register(self.client.statements, self.id, self.name,
                                              self.host, self.pid, self.queues))
         self._seen_at = self.monotonic()
 
     def beat(self) -> None:
-        """Refresh the row if a refresh is due; a failure is logged, not raised."""
-        if self.monotonic() - self._seen_at < self.every_s:
+        """Refresh the row if a refresh is due, or the worker claims with a new layout
+        generation (a reshard waits for every worker's); a failure is logged, not
+        raised."""
+        current = self.client.statements.layout.generation == self._generation
+        if current and self.monotonic() - self._seen_at < self.every_s:
             return
         try:
             self.register()

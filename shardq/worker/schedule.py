@@ -69,6 +69,9 @@ class Schedule:
         self._hinted_at = 0.0  # when the first of the pending hints came
         self._last_hint_at = float("-inf")  # when the latest hint came
         self._index = {target: i for i, target in enumerate(self.targets)}
+        self._of_queue: dict[str, list[int]] = {}  # each queue's targets, in order
+        for i, (q, _) in enumerate(self.targets):
+            self._of_queue.setdefault(q, []).append(i)
 
     def pick(self) -> tuple[int, float]:
         """The index of the next target to claim from, or (-1, seconds until one is due).
@@ -89,16 +92,22 @@ class Schedule:
 
     def record(self, index: int, claimed: int, wait_s: float | None = None, *,
                drained: bool = False) -> None:
-        """Note that a claim on target ``index`` took ``claimed`` tasks; ``wait_s``: a
-        rate gave none and gives again in that long (the target cools down as long);
+        """Note that a claim on target ``index`` took ``claimed`` tasks; ``wait_s``: the
+        queue's rate gave none and gives again in that long (every target of the queue
+        cools down as long);
         ``drained``: the claim took all its range held (a plain claim short of its
         limit), which cools the target down like an empty visit when listening."""
         if claimed and not (drained and self.listening):
             self._due(index)
             return
         if wait_s is not None:
-            self._cooldown[index] = wait_s
-            self._cool_until[index] = self.clock() + wait_s
+            # The rate is the queue's, not the bucket's: every other bucket of the queue
+            # would spend from the same (one row that each spend locks) and find it as
+            # empty, so the whole queue waits.
+            until = self.clock() + wait_s
+            for i in self._of_queue[self.targets[index][0]]:
+                if self._cool_until[i] < until:
+                    self._cooldown[i], self._cool_until[i] = wait_s, until
             return
         cap = self._cap[index]
         doubled = min(cap, max(FIRST_COOLDOWN_S, self._cooldown[index] * 2))
@@ -123,10 +132,8 @@ class Schedule:
 
     def reset(self, queue: str | None = None) -> None:
         """Make every target (of ``queue``) due now: there is new work in many buckets."""
-        for i, (q, _) in enumerate(self.targets):
-            if queue is None or q == queue:
-                self._cool_until[i] = 0.0
-                self._cooldown[i] = 0.0
+        for i in range(len(self.targets)) if queue is None else self._of_queue.get(queue, []):
+            self._due(i)
 
     @property
     def hinted(self) -> bool:
@@ -176,7 +183,6 @@ class Schedule:
         cooldown = self._cooldown[index]
         if cooldown > 0:
             horizon = self.clock() + cooldown / 2
-            taken += [i for i, (q, _) in enumerate(self.targets)
-                      if q == queue and i != index and i not in taken
+            taken += [i for i in self._of_queue[queue] if i != index and i not in taken
                       and self._cooldown[i] > 0 and self._cool_until[i] <= horizon]
         return taken

@@ -82,7 +82,8 @@ class Successors:
         began = time.time_ns() if tracing.tracer is not None else 0
         sent = feeds.keeper.monotonic()  # the leases begin no earlier than this
         buckets = feeds.client.bucket_count
-        bucket = self._next.get(queue, random.randrange(buckets))
+        # The turn kept from before a reshard may lie beyond a lowered count.
+        bucket = self._next.get(queue, random.randrange(buckets)) % buckets
         self._next[queue] = (bucket + 1) % buckets
         handed = feeds.client.perform(handover.ack_and_claim(
             feeds.client.statements, tasks, kept, queue, bucket, control=control,

@@ -4,10 +4,10 @@
 -- oldest first, so live tasks are never scanned.  A node of a flow dropped is an
 -- event for the flows' resolver (flow_events_add).
 WITH RECURSIVE queues AS (
-    (SELECT queue FROM shardq.tasks WHERE bucket = %(bucket)s ORDER BY queue LIMIT 1)
+    (SELECT queue FROM shardq.tasks WHERE {bucket} = %(bucket)s ORDER BY queue LIMIT 1)
     UNION ALL
     SELECT (SELECT t.queue FROM shardq.tasks AS t
-            WHERE t.bucket = %(bucket)s AND t.queue > q.queue ORDER BY t.queue LIMIT 1)
+            WHERE t.{bucket} = %(bucket)s AND t.queue > q.queue ORDER BY t.queue LIMIT 1)
     FROM queues AS q
     WHERE q.queue IS NOT NULL
 ), doomed AS (
@@ -15,7 +15,7 @@ WITH RECURSIVE queues AS (
     FROM queues AS q
     CROSS JOIN LATERAL (
         SELECT t.ctid FROM shardq.tasks AS t
-        WHERE t.bucket = %(bucket)s AND t.queue = q.queue AND t.status = 'dead'
+        WHERE t.{bucket} = %(bucket)s AND t.queue = q.queue AND t.status = 'dead'
           AND t.exec_time <= coalesce(%(now)s::timestamptz, now())
                              - %(dead_retention_s)s::float8 * interval '1 second'
         ORDER BY t.exec_time

@@ -5,7 +5,7 @@
 WITH c AS MATERIALIZED (
     SELECT ctid
     FROM shardq.tasks
-    WHERE bucket = %(bucket)s
+    WHERE {bucket} = %(bucket)s
       AND status = 'locked'
       AND exec_time <= coalesce(%(now)s::timestamptz, now())
       AND key IS NOT NULL
