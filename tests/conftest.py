@@ -208,7 +208,20 @@ def databases(server_url: str) -> Iterator[Databases]:
         dbs = Databases(server_url, pooler)
         yield dbs
         if os.environ.get("SHARDQ_TEST_DSN"):
-            dbs.drop_all()
+            TO_DROP.append(dbs)
+
+
+# Databases of a user's server that the session made, dropped as the session finishes
+# rather than in the fixture's teardown: that teardown runs inside the last test's
+# teardown, under its timeout, and each DROP DATABASE waits for a checkpoint, which on a
+# loaded server can take longer than any test's timeout for a few hundred databases.
+TO_DROP: list[Databases] = []
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Drops the databases the session made on a user's server (see ``TO_DROP``)."""
+    while TO_DROP:
+        TO_DROP.pop().drop_all()
 
 
 @pytest.fixture(scope="session")
