@@ -5,6 +5,7 @@ back and carries on, refuses what would break it, and waits for what it must."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import subprocess
 import sys
 import threading
@@ -343,6 +344,33 @@ def test_a_reshard_killed_mid_build_carries_on_when_run_again(backlog: str) -> N
     assert not query(backlog, "SELECT 1 FROM pg_index WHERE NOT indisvalid")
     with shardq.Client(backlog) as client:
         assert len(claim_all(client, Q, most=1000)) == 1000
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
+def test_a_signalled_reshard_stops_after_its_step_and_carries_on_when_run_again(
+        backlog: str, sig: signal.Signals) -> None:
+    """SIGTERM or SIGINT while an index builds: the build ends, the command gives its lock
+    back and exits 1 saying to run it again, and the next run finishes."""
+    with psycopg.connect(backlog, autocommit=True) as old:
+        old.execute("BEGIN")  # the build waits out this writer (see the test above)
+        old.execute("LOCK TABLE shardq.tasks IN ROW EXCLUSIVE MODE")
+        proc = subprocess.Popen([sys.executable, "-m", "shardq", "reshard", "--bucket-count",
+                                 "64", "--dsn", backlog], text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        wait_for(lambda: scalar(backlog, "SELECT count(*) FROM pg_stat_progress_create_index "
+                                         "WHERE datname = current_database()"),
+                 timeout=60, what="an index build to begin")
+        proc.send_signal(sig)
+        time.sleep(0.5)  # the signal is taken while the build still waits
+        old.execute("COMMIT")
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 1, out
+    assert "; run the command again to carry on" in out.splitlines()[-1], out
+    assert layout_of(backlog)[3] == "build"
+    assert not advisory_locks(backlog)
+    out = shardq_cli("reshard", "--bucket-count", "64", "--dsn", backlog).stdout
+    assert out.rstrip().endswith("64 buckets (generation 1)")
+    assert scalar(backlog, "SELECT count(*) FROM shardq.tasks") == 20_000
 
 
 def test_a_reshard_whose_connection_is_lost_carries_on_when_run_again(backlog: str) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 import threading
 from datetime import datetime
@@ -19,6 +18,7 @@ from shardq.cli.acting import act
 from shardq.core.config import ClientConfig, from_arguments
 from shardq.core.errors import ConfigError
 from shardq.core.redaction import redact
+from shardq.core.signals import stop_on_signals
 from shardq.text import durable
 from shardq.worker.config import WorkerConfig
 
@@ -83,16 +83,10 @@ def cmd_janitor(args: argparse.Namespace) -> int:
         with _client(args) as client:
             print(json.dumps(vars(client.run_janitor_once())))
         return 0
-    stop = threading.Event()
     # Its own handlers, not KeyboardInterrupt: SIGTERM (systemd's, Kubernetes') must stop it
     # gracefully too, and a SIGINT that the parent set to be ignored must still count.
-    before = {sig: signal.signal(sig, lambda signum, frame: stop.set())
-              for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with stop_on_signals() as stop:
         _janitor_until(args, stop)
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
     return 0
 
 

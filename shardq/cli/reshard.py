@@ -6,13 +6,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import signal
-import threading
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from shardq.core.config import ClientConfig, from_arguments
 from shardq.core.errors import ConfigError
+from shardq.core.signals import stop_on_signals
 
 if TYPE_CHECKING:
     from shardq.ops.reshard import Step
@@ -35,14 +34,8 @@ def cmd_reshard(args: argparse.Namespace) -> int:
             status = client.reshard_status()
             print(json.dumps(dataclasses.asdict(status)) if args.json else layout.line(status))
             return 0
-        stop = threading.Event()
-        before = {sig: signal.signal(sig, lambda signum, frame: stop.set())
-                  for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
+        with stop_on_signals() as stop:
             status = client.reshard(target, on_step=_say, stop=stop)
-        finally:
-            for sig, handler in before.items():
-                signal.signal(sig, handler)
     if stop.is_set() and status.phase != "done":
         print(f"stopped: {layout.line(status)}; run the command again to carry on", flush=True)
         return 1

@@ -77,10 +77,13 @@ def supervise(serve: Serve, target: str, client_config: ClientConfig,
                               args=(serve, target, client_config, child_config(config, i),
                                     os.getpid()))
                 for i in range(config.processes)]
-    stopping = threading.Event()
+    # A plain flag, not an Event: a signal handler must take no lock (see
+    # shardq.core.signals); this one only sets it and sends signals on.
+    stopping = False
 
     def forward(signum: int, frame: FrameType | None = None) -> None:
-        stopping.set()
+        nonlocal stopping
+        stopping = True
         for child in children:
             if child.pid is not None and child.exitcode is None:
                 os.kill(child.pid, signum)
@@ -89,7 +92,7 @@ def supervise(serve: Serve, target: str, client_config: ClientConfig,
     signal.signal(signal.SIGINT, forward)
     for child in children:
         child.start()
-    if stopping.is_set():  # a signal came while they started: they missed it
+    if stopping:  # a signal came while they started: they missed it
         forward(signal.SIGTERM)
     log.info("supervising %d worker processes: %s", len(children),
              ", ".join(str(child.pid) for child in children))
@@ -98,7 +101,7 @@ def supervise(serve: Serve, target: str, client_config: ClientConfig,
         for child in children:
             child.join(JOIN_STEP_S / len(children))
         exited = [c for c in children if c.exitcode is not None]
-        if exited and not stopping.is_set():
+        if exited and not stopping:
             log.error("worker process %s exited on its own (code %s); stopping the others",
                       exited[0].pid, exited[0].exitcode)
             failed = True

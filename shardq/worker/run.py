@@ -8,16 +8,15 @@ import os
 import signal
 import sys
 import sysconfig
-import threading
 import traceback
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from shardq.app import App
 from shardq.core import tracing
 from shardq.core.config import ClientConfig
 from shardq.core.errors import ConfigError
+from shardq.core.signals import stop_on_signals
 from shardq.taskfunction import TaskFunction
 from shardq.worker import logs, processes
 from shardq.worker.config import WorkerConfig
@@ -170,34 +169,30 @@ def serve_app(app: App, client_config: ClientConfig, config: WorkerConfig) -> in
     """Run a :class:`Worker` for ``app`` in this process until a signal, then end the
     process (as :func:`serve` does)."""
     worker = Worker(app, client_config, config)
-    stop = threading.Event()
-    signals_seen = 0
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        nonlocal signals_seen
-        signals_seen += 1
-        if signals_seen > 1:
+    def on_signal(sig: signal.Signals, seen: int) -> None:
+        if seen > 1:
             log.warning("second %s: exiting now; the janitor will recover held tasks",
-                        signal.Signals(signum).name)
+                        sig.name)
             os._exit(1)
         log.info("%s: finishing running tasks (up to %.0fs); signal again to exit at once",
-                 signal.Signals(signum).name, config.shutdown_grace_s)
-        stop.set()
+                 sig.name, config.shutdown_grace_s)
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    worker.start()
-    while not stop.wait(3600):
-        pass
-    # The process must be gone within the grace: keep a moment of it for the exit itself.
-    grace = config.shutdown_grace_s
-    reserve = min(EXIT_RESERVE_S, grace / 10)
-    worker.stop(grace - reserve)
-    # Everything is settled or given back.  Leave without the interpreter's teardown,
-    # which would wait on threads still blocked on a silent network; a tracer's spans
-    # still buffered are exported first (the teardown would have done it).
-    tracing.flush(reserve)
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    # The process ends inside the block (os._exit): a second signal during the shutdown
+    # still comes to on_signal.
+    with stop_on_signals(on_signal=on_signal) as stop:
+        worker.start()
+        while not stop.wait(3600):
+            pass
+        # The process must be gone within the grace: keep a moment of it for the exit.
+        grace = config.shutdown_grace_s
+        reserve = min(EXIT_RESERVE_S, grace / 10)
+        worker.stop(grace - reserve)
+        # Everything is settled or given back.  Leave without the interpreter's teardown,
+        # which would wait on threads still blocked on a silent network; a tracer's spans
+        # still buffered are exported first (the teardown would have done it).
+        tracing.flush(reserve)
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
