@@ -73,7 +73,8 @@ class QueueCalls(Base):
         """Everything stored about one task, its attempts (``history``) included, and a
         durable task's checkpointed calls (``steps``) and what it waits for while parked
         (``waiting_for``); or None if it is gone (finished or purged: :meth:`attempts`
-        still reads its attempts)."""
+        still reads its attempts).  The record is of one moment: a claim or a settle
+        that commits while it is read is in all of it or in none of it."""
         return inspection.get(self.statements, task_id)
 
     @operation

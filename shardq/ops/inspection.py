@@ -18,6 +18,9 @@ from shardq.core.task import Step, TaskInfo, Waiting
 from shardq.ops import attempts
 from shardq.ops.durable import NEVER
 
+# How many times a record is read again while its row keeps changing under the reads.
+READS = 8
+
 
 def get(st: Statements, task_id: UUID | str) -> Plan[TaskInfo | None]:
     """Everything stored about one task, its attempts (and a durable task's checkpoints)
@@ -25,20 +28,33 @@ def get(st: Statements, task_id: UUID | str) -> Plan[TaskInfo | None]:
     :func:`shardq.ops.attempts.attempts` still reads its attempts).
 
     Where the id names its bucket (PostgreSQL) the lookup stays in that bucket.
+
+    The row, the attempts and the steps are three statements, each with a snapshot of
+    its own, so the row is read once more after them: every statement that writes an
+    attempt changes the row too (a claim, a settle, a rescue), so a row read the same
+    before and after shows the attempts of that same moment.  A row that changed is
+    read with its attempts again, :data:`READS` times at most (after that the record
+    is the last row read, with the attempts read just before it).
     """
     tid = validate.task_id(task_id)
     values = {"id": tid, "bucket": st.dialect.bucket_of(tid, st.bucket_count)}
 
     def steps() -> Steps[TaskInfo | None]:
         rows = yield st.fetch("get", values, row_factory=dict_row)
+        for _ in range(READS):
+            if not rows:
+                return None
+            history = attempts.read((yield st.fetch("attempts_list", {"id": tid})))
+            # Only a task that checkpointed a call has steps to read (tasks.durable).
+            steps = [Step(*r) for r in (yield st.fetch("steps_list", {"id": tid}))] \
+                if rows[0]["durable"] else []
+            again = yield st.fetch("get", values, row_factory=dict_row)
+            if again == rows:
+                break
+            rows = again
         if not rows:
             return None
-        found = info(rows[0])
-        history = attempts.read((yield st.fetch("attempts_list", {"id": tid})))
-        # Only a task that checkpointed a call has steps to read (tasks.durable).
-        steps = [Step(*r) for r in (yield st.fetch("steps_list", {"id": tid}))] \
-            if rows[0]["durable"] else []
-        return dataclasses.replace(found, history=tuple(history), steps=tuple(steps))
+        return dataclasses.replace(info(rows[0]), history=tuple(history), steps=tuple(steps))
 
     return plan(steps)
 
