@@ -15,11 +15,13 @@ import os
 
 import psycopg
 from alembic import context
+from psycopg import sql
 from sqlalchemy import Connection, Engine, create_engine, pool, text
 
 from shardq.core import dialect
 from shardq.core.boundary import normalize_dsn
 from shardq.core.config import DEFAULT_BUCKET_COUNT
+from shardq.core.migrate import ddl
 from shardq.core.rules import MAX_BUCKET_COUNT
 
 VERSION_TABLE = "shardq_alembic_version"
@@ -97,8 +99,8 @@ def _bucket_column() -> str:
 def _drop_index(name: str) -> str:
     """DROP INDEX for an index of shardq.tasks, in the engine's syntax."""
     if context.get_context().dialect.name == "cockroachdb":
-        return f"DROP INDEX IF EXISTS shardq.tasks@{name}"
-    return f"DROP INDEX IF EXISTS shardq.{name}"
+        return ddl("DROP INDEX IF EXISTS shardq.tasks@{name}", name=sql.SQL(name))
+    return ddl("DROP INDEX IF EXISTS shardq.{name}", name=sql.SQL(name))
 
 
 # What revisions ask of the environment.
@@ -157,7 +159,8 @@ def _drop_the_version_table_at_base(connection: Connection) -> None:
     migration = context.get_context()
     if migration.opts.get("dont_mutate") or migration.get_current_heads():
         return
-    connection.execute(text(f"DROP TABLE IF EXISTS {VERSION_TABLE}"))
+    connection.execute(text(ddl("DROP TABLE IF EXISTS {table}",
+                                table=sql.Identifier(VERSION_TABLE))))
     connection.commit()
 
 

@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 
 import psycopg
 import pytest
+from psycopg import sql
 
 import shardq
 from shardq.web import DashboardConfig, create_app, users
@@ -152,22 +153,24 @@ def test_an_action_whose_transaction_rolls_back_leaves_no_audit_row(
     timed.enqueue(queue, {})
     # A real fault at commit: a deferred constraint trigger fails the transaction once
     # everything in it ran (the pause and its record).
+    name = f"fail_{queue.replace('-', '_')}"
+    function, trigger = sql.Identifier("shardq", name), sql.Identifier(name)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"""
-            CREATE OR REPLACE FUNCTION shardq.fail_{queue.replace('-', '_')}() RETURNS trigger
+        conn.execute(sql.SQL("""
+            CREATE OR REPLACE FUNCTION {function}() RETURNS trigger
             LANGUAGE plpgsql AS $$ BEGIN
-                IF NEW.queue = '{queue}' THEN RAISE EXCEPTION 'refused at commit'; END IF;
-                RETURN NULL; END $$""")
-        conn.execute(f"""
-            CREATE CONSTRAINT TRIGGER fail_{queue.replace('-', '_')} AFTER INSERT
+                IF NEW.queue = {queue} THEN RAISE EXCEPTION 'refused at commit'; END IF;
+                RETURN NULL; END $$""").format(function=function, queue=sql.Literal(queue)))
+        conn.execute(sql.SQL("""
+            CREATE CONSTRAINT TRIGGER {trigger} AFTER INSERT
             ON shardq.audit DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
-            EXECUTE FUNCTION shardq.fail_{queue.replace('-', '_')}()""")
+            EXECUTE FUNCTION {function}()""").format(trigger=trigger, function=function))
     try:
         reply = call(f"{site}/api/queues/{queue}/pause", "POST", token=people["operator"])
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(f"DROP TRIGGER fail_{queue.replace('-', '_')} ON shardq.audit")
-            conn.execute(f"DROP FUNCTION shardq.fail_{queue.replace('-', '_')}()")
+            conn.execute(sql.SQL("DROP TRIGGER {} ON shardq.audit").format(trigger))
+            conn.execute(sql.SQL("DROP FUNCTION {}()").format(function))
     assert reply.status >= 400
     assert queue not in timed.paused()
     assert trail(dsn, queue=queue) == []

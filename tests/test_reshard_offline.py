@@ -39,11 +39,13 @@ def test_the_claim_index_is_a_hash_sharded_index_of_the_keys_columns() -> None:
 def test_the_partial_indexes_lead_with_the_layouts_shard_column() -> None:
     _, leases, head_starts = reshard.index_names(64, True)
     assert composed("reshard_leases_index", SHARD_64, leases) == (
-        f'CREATE INDEX IF NOT EXISTS "tasks_leases_64" ON shardq.tasks ("{SHARD_64}", '
-        "exec_time, id) WHERE status = 'locked'")
+        'CREATE INDEX IF NOT EXISTS "tasks_leases_64" ON shardq.tasks '
+        '("crdb_internal_exec_time_id_queue_status_shard_64", exec_time, id) '
+        "WHERE status = 'locked'")
     assert composed("reshard_head_starts_index", SHARD_64, head_starts) == (
-        f'CREATE INDEX IF NOT EXISTS "tasks_head_starts_64" ON shardq.tasks ("{SHARD_64}", '
-        "exec_time) WHERE pending_head_start_s > 0")
+        'CREATE INDEX IF NOT EXISTS "tasks_head_starts_64" ON shardq.tasks '
+        '("crdb_internal_exec_time_id_queue_status_shard_64", exec_time) '
+        "WHERE pending_head_start_s > 0")
 
 
 def test_an_index_is_dropped_by_its_tables_name() -> None:

@@ -17,8 +17,10 @@ shard column ``crdb_internal_<key columns, sorted>_shard_<N>`` itself.
 """
 
 from alembic import context, op
+from psycopg import sql
 
 from shardq.core.dialect import bucket_sql
+from shardq.core.migrate import ddl
 
 revision = "0002"
 down_revision = "0001"
@@ -29,7 +31,7 @@ depends_on = None
 # revision stays what it was when it shipped.
 MAX_ATTEMPTS_DEFAULT = 10
 
-COLUMNS = f"""
+COLUMNS = sql.SQL("""
     queue text NOT NULL,
     status text NOT NULL DEFAULT 'available',
     exec_time timestamptz NOT NULL DEFAULT now(),
@@ -39,7 +41,7 @@ COLUMNS = f"""
     priority integer NOT NULL DEFAULT 0,
     pending_head_start_s integer NOT NULL DEFAULT 0,
     attempts integer NOT NULL DEFAULT 0,
-    max_attempts integer NOT NULL DEFAULT {MAX_ATTEMPTS_DEFAULT},
+    max_attempts integer NOT NULL DEFAULT {max_attempts},
     lease_token uuid,
     last_error text,
     enqueued_at timestamptz NOT NULL DEFAULT now(),
@@ -52,7 +54,8 @@ COLUMNS = f"""
     CONSTRAINT tasks_key_check CHECK (key IS NULL OR length(key) BETWEEN 1 AND 512),
     CONSTRAINT tasks_queue_check CHECK (queue ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{{0,127}}$'),
     CONSTRAINT tasks_attempts_check CHECK (attempts >= 0 AND max_attempts >= 1),
-    CONSTRAINT tasks_head_start_check CHECK (pending_head_start_s >= 0)"""
+    CONSTRAINT tasks_head_start_check CHECK (pending_head_start_s >= 0)""").format(
+    max_attempts=sql.Literal(MAX_ATTEMPTS_DEFAULT))
 
 
 def _postgresql(buckets: int) -> str:
@@ -63,9 +66,9 @@ def _postgresql(buckets: int) -> str:
     # - autovacuum triggers on a fixed number of dead rows (scale factor 0), since
     #   a queue's dead tuples pile up in proportion to throughput, not table size,
     #   and runs without cost-based sleeping so it keeps up with that churn.
-    return f"""
+    return ddl("""
 CREATE TABLE IF NOT EXISTS shardq.tasks (
-    bucket smallint GENERATED ALWAYS AS ({bucket_sql("id", buckets)}) STORED,{COLUMNS},
+    bucket smallint GENERATED ALWAYS AS ({bucket}) STORED,{columns},
     CONSTRAINT tasks_pkey PRIMARY KEY (bucket, queue, status, exec_time, id)
 ) WITH (
     fillfactor = 90,
@@ -75,15 +78,15 @@ CREATE TABLE IF NOT EXISTS shardq.tasks (
     autovacuum_vacuum_insert_threshold = 20000,
     autovacuum_analyze_scale_factor = 0.02,
     autovacuum_vacuum_cost_delay = 0
-)"""
+)""", bucket=sql.SQL(bucket_sql("id", buckets)), columns=COLUMNS)
 
 
 def _cockroachdb(buckets: int) -> str:
-    return f"""
-CREATE TABLE IF NOT EXISTS shardq.tasks ({COLUMNS},
+    return ddl("""
+CREATE TABLE IF NOT EXISTS shardq.tasks ({columns},
     CONSTRAINT tasks_pkey PRIMARY KEY (queue, status, exec_time, id)
         USING HASH WITH (bucket_count = {buckets})
-)"""
+)""", columns=COLUMNS, buckets=sql.Literal(buckets))
 
 
 def upgrade() -> None:

@@ -11,6 +11,9 @@ primary key) reads one entry, not every task leased in the same instant.
 """
 
 from alembic import context, op
+from psycopg import sql
+
+from shardq.core.migrate import ddl
 
 revision = "0003"
 down_revision = "0002"
@@ -20,10 +23,9 @@ depends_on = None
 
 def upgrade() -> None:
     bucket = context.config.attributes["bucket_column"]()
-    op.execute(
-        f"CREATE INDEX IF NOT EXISTS tasks_leases ON shardq.tasks ({bucket}, exec_time, id) "
-        "WHERE status = 'locked'"
-    )
+    op.execute(ddl(
+        "CREATE INDEX IF NOT EXISTS tasks_leases ON shardq.tasks ({bucket}, exec_time, id) "
+        "WHERE status = 'locked'", bucket=sql.SQL(bucket)))
 
 
 def downgrade() -> None:

@@ -9,6 +9,9 @@ seconds ahead.  Only such tasks enter this partial index.
 """
 
 from alembic import context, op
+from psycopg import sql
+
+from shardq.core.migrate import ddl
 
 revision = "0004"
 down_revision = "0003"
@@ -18,10 +21,9 @@ depends_on = None
 
 def upgrade() -> None:
     bucket = context.config.attributes["bucket_column"]()
-    op.execute(
-        f"CREATE INDEX IF NOT EXISTS tasks_head_starts ON shardq.tasks ({bucket}, exec_time) "
-        "WHERE pending_head_start_s > 0"
-    )
+    op.execute(ddl(
+        "CREATE INDEX IF NOT EXISTS tasks_head_starts ON shardq.tasks ({bucket}, exec_time) "
+        "WHERE pending_head_start_s > 0", bucket=sql.SQL(bucket)))
 
 
 def downgrade() -> None:

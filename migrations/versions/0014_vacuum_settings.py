@@ -33,15 +33,17 @@ branch_labels = None
 depends_on = None
 
 SETTINGS = (
+    "ALTER TABLE shardq.tasks SET ("
     "autovacuum_vacuum_scale_factor = 0, "
     "autovacuum_vacuum_threshold = 1000, "
     "autovacuum_vacuum_insert_scale_factor = 0, "
     "autovacuum_vacuum_insert_threshold = 1000, "
     "autovacuum_vacuum_cost_delay = 0, "
-    "vacuum_truncate = false"
+    "vacuum_truncate = false)"
 )
 # Revision 0002's values of the settings this revision changes.
-BEFORE = "autovacuum_vacuum_threshold = 5000, autovacuum_vacuum_insert_threshold = 20000"
+BEFORE = ("ALTER TABLE shardq.tasks SET (autovacuum_vacuum_threshold = 5000, "
+          "autovacuum_vacuum_insert_threshold = 20000), RESET (vacuum_truncate)")
 
 
 def _vacuumed() -> bool:
@@ -50,9 +52,9 @@ def _vacuumed() -> bool:
 
 def upgrade() -> None:
     if _vacuumed():
-        op.execute(f"ALTER TABLE shardq.tasks SET ({SETTINGS})")
+        op.execute(SETTINGS)
 
 
 def downgrade() -> None:
     if _vacuumed():
-        op.execute(f"ALTER TABLE shardq.tasks SET ({BEFORE}), RESET (vacuum_truncate)")
+        op.execute(BEFORE)

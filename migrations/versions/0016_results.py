@@ -16,12 +16,14 @@ many workers' acks spread over ranges instead of queueing for one.
 
 from alembic import context, op
 
+from shardq.core.migrate import ddl, primary_key
+
 revision = "0016"
 down_revision = "0015"
 branch_labels = None
 depends_on = None
 
-COLUMNS = """
+TABLE = """CREATE TABLE IF NOT EXISTS shardq.results (
     id uuid NOT NULL,
     queue text NOT NULL,
     value jsonb,
@@ -29,17 +31,15 @@ COLUMNS = """
     attempts integer NOT NULL,
     enqueued_at timestamptz NOT NULL,
     finished_at timestamptz NOT NULL,
-    expires_at timestamptz NOT NULL"""
+    expires_at timestamptz NOT NULL,
+    CONSTRAINT results_pkey {key}
+)"""
 
 
 def upgrade() -> None:
-    if op.get_context().dialect.name == "cockroachdb":
-        buckets = int(context.config.attributes["bucket_count"])
-        key = f"PRIMARY KEY (id) USING HASH WITH (bucket_count = {buckets})"
-    else:
-        key = "PRIMARY KEY (id)"
-    op.execute(f"CREATE TABLE IF NOT EXISTS shardq.results ({COLUMNS},\n"
-               f"    CONSTRAINT results_pkey {key}\n)")
+    hashed = op.get_context().dialect.name == "cockroachdb"
+    buckets = int(context.config.attributes["bucket_count"]) if hashed else None
+    op.execute(ddl(TABLE, key=primary_key("id", buckets)))
 
 
 def downgrade() -> None:

@@ -28,5 +28,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    name = "shardq.results@results_expiry" if _cockroachdb() else "shardq.results_expiry"
-    op.execute(f"DROP INDEX IF EXISTS {name}")
+    op.execute("DROP INDEX IF EXISTS shardq.results@results_expiry" if _cockroachdb()
+               else "DROP INDEX IF EXISTS shardq.results_expiry")

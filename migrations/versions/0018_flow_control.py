@@ -28,6 +28,8 @@ schema one statement per transaction); this one adds the tasks' columns.
 
 from alembic import op
 
+from shardq.core.migrate import add_columns, drop_columns
+
 revision = "0018"
 down_revision = "0017"
 branch_labels = None
@@ -41,10 +43,8 @@ COLUMNS = (
 
 
 def upgrade() -> None:
-    op.execute("ALTER TABLE shardq.tasks "
-               + ", ".join(f"ADD COLUMN IF NOT EXISTS {c}" for c in COLUMNS))
+    op.execute(add_columns("tasks", COLUMNS))
 
 
 def downgrade() -> None:
-    op.execute("ALTER TABLE shardq.tasks "
-               + ", ".join(f"DROP COLUMN IF EXISTS {c.split()[0]}" for c in reversed(COLUMNS)))
+    op.execute(drop_columns("tasks", [c.split()[0] for c in reversed(COLUMNS)]))

@@ -11,6 +11,8 @@ time).  NULL: no such limit.  See revision 0018 and ``shardq.ops.flow``.
 
 from alembic import op
 
+from shardq.core.migrate import add_columns, drop_columns
+
 revision = "0019"
 down_revision = "0018"
 branch_labels = None
@@ -30,10 +32,8 @@ COLUMNS = (
 
 
 def upgrade() -> None:
-    op.execute("ALTER TABLE shardq.queues "
-               + ", ".join(f"ADD COLUMN IF NOT EXISTS {c}" for c in COLUMNS))
+    op.execute(add_columns("queues", COLUMNS))
 
 
 def downgrade() -> None:
-    op.execute("ALTER TABLE shardq.queues "
-               + ", ".join(f"DROP COLUMN IF EXISTS {c.split()[0]}" for c in reversed(COLUMNS)))
+    op.execute(drop_columns("queues", [c.split()[0] for c in reversed(COLUMNS)]))

@@ -25,6 +25,8 @@ Each statement is re-runnable (``IF NOT EXISTS``), so a run cut between two of t
 
 from alembic import op
 
+from shardq.core.migrate import ddl, listed
+
 revision = "0024"
 down_revision = "0023"
 branch_labels = None
@@ -49,8 +51,7 @@ def upgrade() -> None:
         "last_seen_at timestamptz NOT NULL, "
         "CONSTRAINT workers_pkey PRIMARY KEY (id))")
     op.execute("ALTER TABLE shardq.tasks ADD COLUMN IF NOT EXISTS worker_id uuid")
-    outcomes = ", ".join(f"'{o}'" for o in OUTCOMES)
-    op.execute(
+    op.execute(ddl(
         "CREATE TABLE IF NOT EXISTS shardq.attempts ("
         "task_id uuid NOT NULL, "
         "slot integer NOT NULL, "
@@ -64,8 +65,8 @@ def upgrade() -> None:
         "worker_name text, "
         "worker_host text, "
         "worker_pid integer, "
-        f"CONSTRAINT attempts_outcome CHECK (outcome IN ({outcomes})), "
-        "CONSTRAINT attempts_pkey PRIMARY KEY (task_id, slot))")
+        "CONSTRAINT attempts_outcome CHECK (outcome IN ({outcomes})), "
+        "CONSTRAINT attempts_pkey PRIMARY KEY (task_id, slot))", outcomes=listed(OUTCOMES)))
     sharded = " USING HASH" if _cockroachdb() else ""
     op.execute("CREATE INDEX IF NOT EXISTS attempts_ended ON shardq.attempts (ended_at)"
                + sharded)

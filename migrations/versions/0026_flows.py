@@ -32,6 +32,8 @@ run again, it finds none.
 
 from alembic import context, op
 
+from shardq.core.migrate import add_columns, check_in, ddl, drop_columns, listed, primary_key
+
 revision = "0026"
 down_revision = "0025"
 branch_labels = None
@@ -46,27 +48,14 @@ def _cockroachdb() -> bool:
     return bool(op.get_context().dialect.name == "cockroachdb")
 
 
-def _listed(values: tuple[str, ...]) -> str:
-    return ", ".join(f"'{v}'" for v in values)
-
-
-def _status_check(statuses: tuple[str, ...]) -> None:
-    # One statement, so the check keeps its name and a re-run does the same again.
-    op.execute("ALTER TABLE shardq.tasks DROP CONSTRAINT IF EXISTS tasks_status_check, "
-               f"ADD CONSTRAINT tasks_status_check CHECK (status IN ({_listed(statuses)}))")
-
-
 def upgrade() -> None:
-    op.execute("ALTER TABLE shardq.tasks " + ", ".join(
-        f"ADD COLUMN IF NOT EXISTS {column}"
-        for column in ("flow_id uuid", "flow_next uuid[]", "flow_deps uuid[]", "waits integer")))
-    _status_check(STATUSES)
+    op.execute(add_columns(
+        "tasks", ("flow_id uuid", "flow_next uuid[]", "flow_deps uuid[]", "waits integer")))
+    op.execute(check_in("tasks", "tasks_status_check", "status", STATUSES))
     op.execute("CREATE INDEX IF NOT EXISTS tasks_flows ON shardq.tasks (flow_id, status) "
                "WHERE flow_id IS NOT NULL")
-    key = ("PRIMARY KEY (id) USING HASH WITH (bucket_count = "
-           f"{int(context.config.attributes['bucket_count'])})" if _cockroachdb()
-           else "PRIMARY KEY (id)")
-    op.execute(
+    buckets = int(context.config.attributes["bucket_count"]) if _cockroachdb() else None
+    op.execute(ddl(
         "CREATE TABLE IF NOT EXISTS shardq.flows ("
         "id uuid NOT NULL, "
         "kind text NOT NULL, "
@@ -81,12 +70,12 @@ def upgrade() -> None:
         "cancelled_at timestamptz, "
         "finished_at timestamptz, "
         "trace_context text, "
-        f"CONSTRAINT flows_kind_check CHECK (kind IN ({_listed(KINDS)})), "
-        f"CONSTRAINT flows_pkey {key})")
+        "CONSTRAINT flows_kind_check CHECK (kind IN ({kinds})), "
+        "CONSTRAINT flows_pkey {key})", kinds=listed(KINDS), key=primary_key("id", buckets)))
     sharded = " USING HASH" if _cockroachdb() else ""
     op.execute("CREATE INDEX IF NOT EXISTS flows_finished ON shardq.flows (finished_at)"
                + sharded + " WHERE finished_at IS NOT NULL")
-    op.execute(
+    op.execute(ddl(
         "CREATE TABLE IF NOT EXISTS shardq.flow_events ("
         "flow_id uuid NOT NULL, "
         "at timestamptz NOT NULL, "
@@ -94,8 +83,9 @@ def upgrade() -> None:
         "outcome text NOT NULL, "
         "next uuid[], "
         "n bigint NOT NULL DEFAULT 1, "
-        f"CONSTRAINT flow_events_outcome_check CHECK (outcome IN ({_listed(OUTCOMES)})), "
-        "CONSTRAINT flow_events_pkey PRIMARY KEY (flow_id, at, task_id, outcome))")
+        "CONSTRAINT flow_events_outcome_check CHECK (outcome IN ({outcomes})), "
+        "CONSTRAINT flow_events_pkey PRIMARY KEY (flow_id, at, task_id, outcome))",
+        outcomes=listed(OUTCOMES)))
     op.execute("ALTER TABLE shardq.results ADD COLUMN IF NOT EXISTS flow_id uuid")
     op.execute("CREATE INDEX IF NOT EXISTS results_flows ON shardq.results (flow_id) "
                "WHERE flow_id IS NOT NULL")
@@ -110,7 +100,5 @@ def downgrade() -> None:
     op.execute("DROP TABLE IF EXISTS shardq.flows")
     op.execute(drop_index("tasks_flows"))
     op.execute("DELETE FROM shardq.tasks WHERE status = 'waiting'")
-    _status_check(STATUSES[:-1])
-    op.execute("ALTER TABLE shardq.tasks " + ", ".join(
-        f"DROP COLUMN IF EXISTS {column}"
-        for column in ("waits", "flow_deps", "flow_next", "flow_id")))
+    op.execute(check_in("tasks", "tasks_status_check", "status", STATUSES[:-1]))
+    op.execute(drop_columns("tasks", ("waits", "flow_deps", "flow_next", "flow_id")))

@@ -29,6 +29,8 @@ transaction) is simply run again.
 
 from alembic import context, op
 
+from shardq.core.migrate import add_columns, check_in, ddl, drop_columns, listed, primary_key
+
 revision = "0027"
 down_revision = "0026"
 branch_labels = None
@@ -46,24 +48,12 @@ def _cockroachdb() -> bool:
     return bool(op.get_context().dialect.name == "cockroachdb")
 
 
-def _listed(values: tuple[str, ...]) -> str:
-    return ", ".join(f"'{v}'" for v in values)
-
-
-def _check(table: str, name: str, condition: str) -> None:
-    # One statement, so the check keeps its name and a re-run does the same again.
-    op.execute(f"ALTER TABLE shardq.{table} DROP CONSTRAINT IF EXISTS {name}, "
-               f"ADD CONSTRAINT {name} CHECK ({condition})")
-
-
 def upgrade() -> None:
-    op.execute("ALTER TABLE shardq.tasks " + ", ".join(
-        f"ADD COLUMN IF NOT EXISTS {column}"
-        for column in ("parked text", "wait_event text", "durable boolean")))
-    _check("tasks", "tasks_parked_check", f"parked IN ({_listed(PARKED)})")
+    op.execute(add_columns("tasks", ("parked text", "wait_event text", "durable boolean")))
+    op.execute(check_in("tasks", "tasks_parked_check", "parked", PARKED))
     op.execute("CREATE INDEX IF NOT EXISTS tasks_parked ON shardq.tasks (parked, wait_event) "
                "WHERE parked IS NOT NULL")
-    op.execute(
+    op.execute(ddl(
         "CREATE TABLE IF NOT EXISTS shardq.steps ("
         "task_id uuid NOT NULL, "
         "name text NOT NULL, "
@@ -72,38 +62,36 @@ def upgrade() -> None:
         "value jsonb, "
         "until timestamptz, "
         "at timestamptz NOT NULL, "
-        f"CONSTRAINT steps_kind_check CHECK (kind IN ({_listed(STEP_KINDS)})), "
-        f"CONSTRAINT steps_state_check CHECK (state IN ({_listed(STEP_STATES)})), "
-        "CONSTRAINT steps_pkey PRIMARY KEY (task_id, name))")
-    key = ("PRIMARY KEY (name) USING HASH WITH (bucket_count = "
-           f"{int(context.config.attributes['bucket_count'])})" if _cockroachdb()
-           else "PRIMARY KEY (name)")
-    op.execute(
+        "CONSTRAINT steps_kind_check CHECK (kind IN ({kinds})), "
+        "CONSTRAINT steps_state_check CHECK (state IN ({states})), "
+        "CONSTRAINT steps_pkey PRIMARY KEY (task_id, name))",
+        kinds=listed(STEP_KINDS), states=listed(STEP_STATES)))
+    buckets = int(context.config.attributes["bucket_count"]) if _cockroachdb() else None
+    op.execute(ddl(
         "CREATE TABLE IF NOT EXISTS shardq.events ("
         "name text NOT NULL, "
         "payload jsonb, "
         "emitted_at timestamptz, "
         "expires_at timestamptz NOT NULL, "
-        f"CONSTRAINT events_pkey {key})")
+        "CONSTRAINT events_pkey {key})", key=primary_key("name", buckets)))
     sharded = " USING HASH" if _cockroachdb() else ""
     op.execute("CREATE INDEX IF NOT EXISTS events_expiry ON shardq.events (expires_at)"
                + sharded)
     op.execute("ALTER TABLE shardq.flows ADD COLUMN IF NOT EXISTS folded bigint NOT NULL "
                "DEFAULT 0")
-    _check("flows", "flows_kind_check", f"kind IN ({_listed(KINDS)})")
-    _check("attempts", "attempts_outcome", f"outcome IN ({_listed(OUTCOMES)})")
+    op.execute(check_in("flows", "flows_kind_check", "kind", KINDS))
+    op.execute(check_in("attempts", "attempts_outcome", "outcome", OUTCOMES))
 
 
 def downgrade() -> None:
     drop_index = context.config.attributes["drop_index"]
     op.execute("DELETE FROM shardq.attempts WHERE outcome = 'parked'")
-    _check("attempts", "attempts_outcome", f"outcome IN ({_listed(OUTCOMES[:-1])})")
+    op.execute(check_in("attempts", "attempts_outcome", "outcome", OUTCOMES[:-1]))
     op.execute("DELETE FROM shardq.flows WHERE kind = 'spawn'")
-    _check("flows", "flows_kind_check", f"kind IN ({_listed(KINDS[:-1])})")
+    op.execute(check_in("flows", "flows_kind_check", "kind", KINDS[:-1]))
     op.execute("ALTER TABLE shardq.flows DROP COLUMN IF EXISTS folded")
     op.execute("DROP TABLE IF EXISTS shardq.events")
     op.execute("DROP TABLE IF EXISTS shardq.steps")
     op.execute(drop_index("tasks_parked"))
     # The columns' checks go with them.
-    op.execute("ALTER TABLE shardq.tasks " + ", ".join(
-        f"DROP COLUMN IF EXISTS {column}" for column in ("durable", "wait_event", "parked")))
+    op.execute(drop_columns("tasks", ("durable", "wait_event", "parked")))

@@ -23,6 +23,8 @@ transaction) is simply run again.
 
 from alembic import context, op
 
+from shardq.core.migrate import ddl, listed, primary_key
+
 revision = "0028"
 down_revision = "0027"
 branch_labels = None
@@ -36,16 +38,10 @@ def _cockroachdb() -> bool:
     return bool(op.get_context().dialect.name == "cockroachdb")
 
 
-def _listed(values: tuple[str, ...]) -> str:
-    return ", ".join(f"'{v}'" for v in values)
-
-
 def upgrade() -> None:
     sharded = " USING HASH" if _cockroachdb() else ""
-    buckets = int(context.config.attributes["bucket_count"])
-    key = (f"PRIMARY KEY (id) USING HASH WITH (bucket_count = {buckets})" if _cockroachdb()
-           else "PRIMARY KEY (id)")
-    op.execute(
+    buckets = int(context.config.attributes["bucket_count"]) if _cockroachdb() else None
+    op.execute(ddl(
         "CREATE TABLE IF NOT EXISTS shardq.audit ("
         "id uuid NOT NULL DEFAULT gen_random_uuid(), "
         "at timestamptz NOT NULL, "
@@ -59,9 +55,10 @@ def upgrade() -> None:
         "outcome text NOT NULL, "
         "detail text, "
         "address text, "
-        f"CONSTRAINT audit_via_check CHECK (via IN ({_listed(VIA)})), "
-        f"CONSTRAINT audit_outcome_check CHECK (outcome IN ({_listed(OUTCOMES)})), "
-        f"CONSTRAINT audit_pkey {key})")
+        "CONSTRAINT audit_via_check CHECK (via IN ({via})), "
+        "CONSTRAINT audit_outcome_check CHECK (outcome IN ({outcomes})), "
+        "CONSTRAINT audit_pkey {key})",
+        via=listed(VIA), outcomes=listed(OUTCOMES), key=primary_key("id", buckets)))
     op.execute("CREATE INDEX IF NOT EXISTS audit_at ON shardq.audit (at)" + sharded)
     op.execute(
         "CREATE TABLE IF NOT EXISTS shardq.sessions ("

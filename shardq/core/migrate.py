@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
@@ -15,11 +15,62 @@ from alembic.runtime.environment import EnvironmentContext
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
+from psycopg import sql
 from psycopg.errors import InsufficientPrivilege
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from shardq.core.boundary import connection_cause, normalize_dsn, role_of
 from shardq.core.errors import ConfigError, PermissionDenied, Unavailable
+
+
+def ddl(template: str, **parts: sql.Composable) -> str:
+    """A revision's statement: ``template`` with its ``{name}`` parts filled in by
+    psycopg.sql, as the text Alembic runs, rendered without a connection so that
+    ``shardq migrate --sql`` prints it too.
+
+    The names the helpers below put in are the revisions' own constants, written bare
+    (:class:`psycopg.sql.SQL`, not quoted as identifiers): every revision's statement
+    stays the text it was when it shipped."""
+    return sql.SQL(template).format(**parts).as_string(None)
+
+
+def listed(values: Iterable[str]) -> sql.Composed:
+    """``values`` as a list of SQL literals, for a CHECK's ``IN (...)``."""
+    return sql.SQL(", ").join(sql.Literal(v) for v in values)
+
+
+def add_columns(table: str, definitions: Iterable[str]) -> str:
+    """One ALTER TABLE that adds each column of ``definitions`` (name, type and
+    constraints, as SQL) to ``shardq.<table>`` unless it is there."""
+    adds = (sql.SQL("ADD COLUMN IF NOT EXISTS {}").format(sql.SQL(d)) for d in definitions)
+    return ddl("ALTER TABLE shardq.{table} {adds}", table=sql.SQL(table),
+               adds=sql.SQL(", ").join(adds))
+
+
+def drop_columns(table: str, names: Iterable[str]) -> str:
+    """One ALTER TABLE that drops each column of ``names`` from ``shardq.<table>``."""
+    drops = (sql.SQL("DROP COLUMN IF EXISTS {}").format(sql.SQL(n)) for n in names)
+    return ddl("ALTER TABLE shardq.{table} {drops}", table=sql.SQL(table),
+               drops=sql.SQL(", ").join(drops))
+
+
+def check_in(table: str, name: str, column: str, values: Iterable[str]) -> str:
+    """Replace ``shardq.<table>``'s check ``name`` with ``column IN (values)``, in one
+    statement, so that the check keeps its name and a re-run does the same again."""
+    return ddl("ALTER TABLE shardq.{table} DROP CONSTRAINT IF EXISTS {name}, "
+               "ADD CONSTRAINT {name} CHECK ({column} IN ({values}))",
+               table=sql.SQL(table), name=sql.SQL(name), column=sql.SQL(column),
+               values=listed(values))
+
+
+def primary_key(column: str, hash_buckets: int | None) -> sql.Composed:
+    """A table's primary key on ``column``; hash-sharded over ``hash_buckets`` buckets
+    when given (CockroachDB)."""
+    key = sql.SQL("PRIMARY KEY ({})").format(sql.SQL(column))
+    if hash_buckets is None:
+        return key
+    return sql.SQL("{} USING HASH WITH (bucket_count = {})").format(
+        key, sql.Literal(int(hash_buckets)))
 
 
 @cache
