@@ -279,6 +279,17 @@ class Proxy:
         with self._lock:
             return list(self._links)
 
+    def server_ports(self, client_ports: set[int]) -> set[int]:
+        """The local ports of the server sockets of the links whose clients connected
+        from ``client_ports``: the ``client_port`` of their backends in
+        pg_stat_activity."""
+        ports = set()
+        for link in self._snapshot():
+            with contextlib.suppress(OSError):
+                if link.server is not None and link.client.getpeername()[1] in client_ports:
+                    ports.add(link.server.getsockname()[1])
+        return ports
+
     @property
     def connections(self) -> int:
         """Links open now."""
